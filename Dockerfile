@@ -1,0 +1,11 @@
+# Image for docker-compose.yml's web, worker and beat services.
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+WORKDIR /app
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt
+COPY . .
+RUN useradd --create-home rag && mkdir -p /data && chown rag /data
+USER rag
+EXPOSE 8000
+CMD ["gunicorn", "rag_project.wsgi:application", "--bind", "0.0.0.0:8000"]

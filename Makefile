@@ -1,0 +1,44 @@
+# The two commands of the README: `make run` and `make test`. Both install what they need.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test install lint services-start services-stop services-status clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Serve http://127.0.0.1:8000 with a Celery worker, embedded services and the demo data.
+run: install
+	$(PY) manage.py run
+
+## The whole suite against the real (embedded) PostgreSQL and Redis. Embedded services that
+## the suite started are stopped afterwards; ones already running (make run) are left alone.
+test: install
+	$(PY) -m ruff check .
+	@if $(PY) -m rag_project.embedded check; then keep=1; else keep=; fi; \
+	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS); rc=$$?; \
+	if [ -z "$$keep" ]; then $(PY) -m rag_project.embedded stop > /dev/null; fi; \
+	exit $$rc
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+services-start: install
+	$(PY) -m rag_project.embedded start
+
+services-stop: install
+	$(PY) -m rag_project.embedded stop
+
+services-status: install
+	$(PY) -m rag_project.embedded status
+
+clean: services-stop
+	rm -rf var

@@ -1,0 +1,277 @@
+"""The data model: tenants and their people and keys, knowledge bases, documents and chunks.
+
+Every row below a tenant carries its tenant id, and chunks carry their knowledge base id too, so
+both search legs filter without joins and no query can forget the tenant. Writes go through
+``knowledge.services``; reads through ``knowledge.selectors``.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+from pgvector.django import VectorField
+
+
+class Tenant(models.Model):
+    """An organisation: the unit of isolation. Nothing is shared between tenants."""
+
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=100, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A user's role in a tenant. Owners and admins manage keys; editors write documents."""
+
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        ADMIN = "admin", "Admin"
+        EDITOR = "editor", "Editor"
+        VIEWER = "viewer", "Viewer"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} ({self.role})"
+
+
+class ApiKey(models.Model):
+    """A tenant's key for programs. Only a SHA-256 of the secret is stored; ``prefix`` (the
+    first characters of the key, shown in lists) identifies it without revealing it."""
+
+    class Scope(models.TextChoices):
+        READ = "read", "Read (list and search)"
+        WRITE = "write", "Write (create, upload, delete)"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64, unique=True)
+    scopes = ArrayField(models.CharField(max_length=10, choices=Scope.choices), default=list)
+    # Empty means every knowledge base of the tenant.
+    knowledge_bases = models.ManyToManyField(
+        "KnowledgeBase", blank=True, related_name="restricted_api_keys"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="apikey_unique_name_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class KnowledgeBase(models.Model):
+    """A searchable collection of documents with its own chunking, embedding and retrieval
+    settings. ``index_version`` increases with every change to its documents; caches of its
+    BM25 index are keyed by it, so no process serves an index older than the data."""
+
+    class EmbeddingProvider(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible HTTP API"
+        LOCAL = "local", "Local sentence-transformers model"
+        HASH = "hash", "Hash (deterministic, not semantic: tests and development only)"
+        NONE = "none", "None (keyword search only)"
+
+    class WeightMode(models.TextChoices):
+        CALIBRATED = "calibrated", "Calibrated from the knowledge base's own chunks"
+        FIXED = "fixed", "Fixed weights"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="knowledge_bases")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+
+    # chunking and analysis
+    chunk_size = models.PositiveIntegerField(
+        default=1500, validators=[MinValueValidator(100), MaxValueValidator(20_000)]
+    )
+    chunk_overlap = models.PositiveIntegerField(default=150, validators=[MaxValueValidator(5_000)])
+    user_words = ArrayField(
+        models.CharField(max_length=100),
+        default=list,
+        blank=True,
+        help_text="Domain words the Chinese segmenter keeps whole in this knowledge base only.",
+    )
+
+    # embedding: recorded at creation; chunks record theirs, vectors of another model or
+    # dimension are never compared.
+    embedding_provider = models.CharField(
+        max_length=10, choices=EmbeddingProvider.choices, default=EmbeddingProvider.NONE
+    )
+    embedding_model = models.CharField(max_length=200, blank=True)
+    embedding_dimensions = models.PositiveIntegerField(null=True, blank=True)
+
+    # retrieval defaults, overridable per query
+    weight_mode = models.CharField(
+        max_length=10, choices=WeightMode.choices, default=WeightMode.CALIBRATED
+    )
+    vector_weight = models.FloatField(default=0.6, validators=[MinValueValidator(0.0)])
+    keyword_weight = models.FloatField(default=0.4, validators=[MinValueValidator(0.0)])
+    calibrated_vector_weight = models.FloatField(null=True, blank=True)
+    calibrated_keyword_weight = models.FloatField(null=True, blank=True)
+    calibrated_at = models.DateTimeField(null=True, blank=True)
+    top_k = models.PositiveIntegerField(
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(100)]
+    )
+    candidate_multiplier = models.PositiveIntegerField(
+        default=3, validators=[MinValueValidator(1), MaxValueValidator(50)]
+    )
+    score_threshold = models.FloatField(null=True, blank=True)
+    rerank_enabled = models.BooleanField(default=False)
+    rerank_top_n = models.PositiveIntegerField(
+        default=20, validators=[MinValueValidator(1), MaxValueValidator(200)]
+    )
+
+    index_version = models.BigIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="kb_unique_name_per_tenant"),
+            models.CheckConstraint(
+                condition=Q(chunk_overlap__lt=models.F("chunk_size")),
+                name="kb_overlap_below_size",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def document_upload_path(instance: Document, filename: str) -> str:
+    """Generated storage name: never the uploader's file name (which may hold ``../`` or
+    control characters); the original name is kept in ``original_filename`` for display."""
+    import uuid
+
+    return f"documents/{instance.tenant_id}/{instance.knowledge_base_id}/{uuid.uuid4().hex}"
+
+
+class Document(models.Model):
+    """One uploaded file and its processing state."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        PARSING = "parsing", "Parsing"
+        CHUNKING = "chunking", "Chunking"
+        EMBEDDING = "embedding", "Embedding"
+        INDEXING = "indexing", "Indexing"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed"
+
+        @classmethod
+        def final(cls) -> tuple[str, ...]:
+            return (cls.READY, cls.FAILED)
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="documents")
+    knowledge_base = models.ForeignKey(
+        KnowledgeBase, on_delete=models.CASCADE, related_name="documents"
+    )
+    title = models.CharField(max_length=500)
+    original_filename = models.CharField(max_length=255)
+    file = models.FileField(upload_to=document_upload_path, max_length=255)
+    file_type = models.CharField(max_length=10, blank=True)
+    size_bytes = models.BigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    progress = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(100)])
+    error = models.TextField(blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    chunk_count = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["knowledge_base", "sha256"], name="document_unique_sha256_per_kb"
+            ),
+            models.CheckConstraint(condition=Q(progress__lte=100), name="document_progress_le_100"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["tenant", "knowledge_base", "status"], name="document_tenant_kb_status"
+            ),
+            models.Index(fields=["status", "updated_at"], name="document_status_updated"),
+            GinIndex(fields=["metadata"], name="document_metadata_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Chunk(models.Model):
+    """A searchable span of a document: its text, analysed tokens (BM25 rebuilds read these
+    and never re-run the analyser) and embedding, with where it came from for citations."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    knowledge_base = models.ForeignKey(
+        KnowledgeBase, on_delete=models.CASCADE, related_name="chunks", db_index=False
+    )
+    document = models.ForeignKey(
+        Document, on_delete=models.CASCADE, related_name="chunks", db_index=False
+    )
+    position = models.PositiveIntegerField()
+    content = models.TextField()
+    tokens = ArrayField(models.TextField(), default=list, blank=True)
+    analyzer_version = models.PositiveSmallIntegerField(default=0)
+    # No fixed dimension: a knowledge base chooses its model; indexes are per dimension.
+    embedding = VectorField(null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    embedding_dimensions = models.PositiveIntegerField(null=True, blank=True)
+    start_char = models.PositiveIntegerField(default=0)
+    end_char = models.PositiveIntegerField(default=0)
+    page = models.PositiveIntegerField(null=True, blank=True)
+    heading_path = ArrayField(models.TextField(), default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["document_id", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["document", "position"], name="chunk_unique_position_per_document"
+            ),
+            models.CheckConstraint(
+                condition=Q(end_char__gte=models.F("start_char")), name="chunk_offsets_ordered"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "knowledge_base"], name="chunk_tenant_kb"),
+            models.Index(fields=["knowledge_base", "id"], name="chunk_kb_id"),
+            GinIndex(fields=["metadata"], name="chunk_metadata_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}#{self.position}"

@@ -1,0 +1,19 @@
+from django.apps import AppConfig
+from django.conf import settings
+
+
+class CoreConfig(AppConfig):
+    """Project-wide plumbing: embedded services, health check, API infrastructure."""
+
+    name = "rag_project"
+    label = "rag_project"
+    verbose_name = "RAG project"
+
+    def ready(self) -> None:
+        # Every Django process (web, Celery worker, management command, test worker) needs the
+        # broker and cache, so the embedded Redis is made sure of here, once per process; it is
+        # a PING when the server already runs. PostgreSQL starts lazily on first connection.
+        if settings.REDIS_EMBEDDED:
+            from rag_project import embedded
+
+            embedded.ensure_redis(settings.RAG_DATA_DIR)

@@ -1,0 +1,1 @@
+"""Django database backend for the embedded PostgreSQL (see :mod:`rag_project.embedded`)."""

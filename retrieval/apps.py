@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class RetrievalConfig(AppConfig):
+    """BM25 index and store, vector leg, fusion, RAGService, search API, LangChain integration."""
+
+    name = "retrieval"
+    verbose_name = "Retrieval"

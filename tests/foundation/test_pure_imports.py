@@ -1,0 +1,28 @@
+"""The pure core (analysis, parsing, chunking, BM25, embedded services) imports without Django
+settings, as DESIGN.md asks, so it can be used and tested on its own."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, subprocess_env
+
+PURE_MODULES = [
+    "rag_project.embedded",
+]
+
+
+@pytest.mark.parametrize("module", PURE_MODULES)
+def test_pure_module_imports_without_django_settings(module):
+    code = (
+        f"import importlib, sys; importlib.import_module({module!r}); "
+        "from django.conf import settings; print(settings.configured)"
+    )
+    env = subprocess_env()
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
