@@ -15,7 +15,7 @@ import time
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from rag_project import embedded
 
@@ -76,12 +76,16 @@ class Command(BaseCommand):
             "web": [python, "manage.py", "runserver", addr],
         }
         procs: dict[str, subprocess.Popen] = {}
-        stopping = False
+        stop_requested: list[int] = []
 
-        def stop(signum, frame) -> None:  # SIGTERM behaves like Ctrl-C
-            raise KeyboardInterrupt
+        def request_stop(signum: int, frame) -> None:
+            # Ctrl-C reaches the children too (same process group); a flag, not an exception,
+            # so a child exiting from that same Ctrl-C is not mistaken for a crash.
+            stop_requested.append(signum)
 
-        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+        failure = None
         try:
             for name, cmd in children.items():
                 procs[name] = subprocess.Popen(cmd, cwd=settings.BASE_DIR)
@@ -90,21 +94,23 @@ class Command(BaseCommand):
                     f"serving on http://{addr}/  (admin: /admin/, health: /healthz); Ctrl-C stops"
                 )
             )
-            while True:
-                for name, proc in procs.items():
-                    if proc.poll() is not None:
-                        raise RuntimeError(f"{name} exited with code {proc.returncode}")
+            while not stop_requested and failure is None:
                 time.sleep(0.5)
-        except KeyboardInterrupt:
-            stopping = True
+                for name, proc in procs.items():
+                    if proc.poll() is not None and not stop_requested:
+                        failure = f"{name} exited with code {proc.returncode}"
         finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut cleanup
             self._stop_children(procs)
-            for service in embedded_started:
-                getattr(embedded, f"stop_{service}")(settings.RAG_DATA_DIR)
-            if embedded_started:
-                self.stdout.write(f"stopped embedded {', '.join(embedded_started)}")
-            if stopping:
-                self.stdout.write("stopped")
+            for service in reversed(embedded_started):
+                try:
+                    getattr(embedded, f"stop_{service}")(settings.RAG_DATA_DIR)
+                    self.stdout.write(f"stopped embedded {service}")
+                except RuntimeError as exc:
+                    self.stderr.write(str(exc))
+        if failure:
+            raise CommandError(f"{failure}; everything else was stopped")
+        self.stdout.write("stopped")
 
     def _stop_children(self, procs: dict[str, subprocess.Popen]) -> None:
         for proc in procs.values():
