@@ -11,6 +11,7 @@ from tests.conftest import REPO, subprocess_env
 PURE_MODULES = [
     "rag_project.embedded",
     "retrieval.bm25",
+    "knowledge.analysis",
 ]
 
 
