@@ -206,6 +206,12 @@ class Document(models.Model):
     error = models.TextField(blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     chunk_count = models.PositiveIntegerField(default=0)
+    # An upload with replace=true replaces the earlier document of the same file name only when
+    # it is ready itself, so search never loses the old version to a failed new one.
+    replaces = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    analyzer_version = models.PositiveSmallIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

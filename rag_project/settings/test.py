@@ -37,6 +37,7 @@ CELERY_TASK_DEFAULT_QUEUE = f"rag-test-{_worker}"
 MEDIA_ROOT = Path(
     env.str("RAG_TEST_MEDIA_ROOT", default=str(RAG_DATA_DIR / "test-media" / _worker))
 )
+EMBEDDING_PROVIDER = env.str("EMBEDDING_PROVIDER", default="hash")
 LOG_LEVEL = "WARNING"
 LOGGING["root"]["level"] = "WARNING"
 

@@ -12,6 +12,8 @@ PURE_MODULES = [
     "rag_project.embedded",
     "retrieval.bm25",
     "knowledge.analysis",
+    "knowledge.ingestion.parsing",
+    "knowledge.ingestion.chunking",
 ]
 
 

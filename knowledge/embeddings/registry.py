@@ -1,0 +1,112 @@
+"""Choosing and building embedders.
+
+The deployment default (``EMBEDDING_PROVIDER``) is ``auto``: ``local`` when the local model
+loads, otherwise ``none`` (keyword-only search), logged once. A knowledge base records its
+provider, model and dimension when it is created and keeps them; :func:`get_embedder` builds the
+embedder for such a recorded configuration (cached per process).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import replace
+
+from django.conf import settings
+
+from .base import Embedder, EmbeddingConfig, EmbeddingError, ProviderUnavailable
+
+logger = logging.getLogger(__name__)
+
+PROVIDERS = ("openai", "local", "hash", "none")
+_cache: dict[EmbeddingConfig, Embedder] = {}
+_lock = threading.Lock()
+_auto_choice: EmbeddingConfig | None = None
+
+
+def settings_config() -> EmbeddingConfig:
+    """The deployment's embedding settings, before ``auto`` is resolved."""
+    return EmbeddingConfig(
+        provider=settings.EMBEDDING_PROVIDER,
+        model=settings.EMBEDDING_MODEL,
+        dimensions=settings.EMBEDDING_DIMENSIONS,
+        base_url=settings.EMBEDDING_BASE_URL,
+        api_key=settings.EMBEDDING_API_KEY,
+        timeout_s=settings.EMBEDDING_TIMEOUT_S,
+        batch_size=settings.EMBEDDING_BATCH_SIZE,
+        max_retries=settings.EMBEDDING_MAX_RETRIES,
+    )
+
+
+def default_config() -> EmbeddingConfig:
+    """The configuration a new knowledge base records: provider, model and dimension resolved."""
+    global _auto_choice
+    config = settings_config()
+    if config.provider != "auto":
+        return resolved(config)
+    if _auto_choice is None:
+        try:
+            _auto_choice = resolved(replace(config, provider="local"))
+        except ProviderUnavailable as exc:
+            logger.warning(
+                "no local embedding model (%s); new knowledge bases are keyword-only", exc
+            )
+            _auto_choice = EmbeddingConfig(provider="none")
+    return _auto_choice
+
+
+def resolved(config: EmbeddingConfig) -> EmbeddingConfig:
+    """Fill in model and dimension by building the embedder (for openai without a dimension
+    setting, the dimension stays unknown until the first answer)."""
+    if config.provider not in PROVIDERS:
+        raise EmbeddingError(
+            f"unknown embedding provider {config.provider!r}; choose one of {', '.join(PROVIDERS)}"
+        )
+    if config.provider == "none":
+        return EmbeddingConfig(provider="none")
+    embedder = get_embedder(config)
+    return replace(config, model=embedder.model, dimensions=embedder.dimensions or None)
+
+
+def get_embedder(config: EmbeddingConfig) -> Embedder | None:
+    """The embedder for a configuration, or None for ``none``. Raises ProviderUnavailable."""
+    if config.provider == "none":
+        return None
+    with _lock:
+        embedder = _cache.get(config)
+        if embedder is None:
+            embedder = _build(config)
+            _cache[config] = embedder
+        return embedder
+
+
+def _build(config: EmbeddingConfig) -> Embedder:
+    if config.provider == "hash":
+        from .hashing import HashEmbedder
+
+        return HashEmbedder(config.dimensions)
+    if config.provider == "local":
+        from .local import LocalEmbedder
+
+        return LocalEmbedder(config.model, batch_size=config.batch_size)
+    if config.provider == "openai":
+        from .openai import OpenAIEmbedder
+
+        return OpenAIEmbedder(config)
+    raise EmbeddingError(f"unknown embedding provider {config.provider!r}")
+
+
+def config_for_knowledge_base(kb) -> EmbeddingConfig:
+    """The recorded configuration of a knowledge base, with the deployment's connection
+    settings (URL, key, timeouts) for the openai provider."""
+    base = settings_config()
+    return EmbeddingConfig(
+        provider=kb.embedding_provider,
+        model=kb.embedding_model,
+        dimensions=kb.embedding_dimensions,
+        base_url=base.base_url,
+        api_key=base.api_key,
+        timeout_s=base.timeout_s,
+        batch_size=base.batch_size,
+        max_retries=base.max_retries,
+    )

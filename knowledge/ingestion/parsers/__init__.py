@@ -1,0 +1,4 @@
+"""One module per file format behind `knowledge.ingestion.parsing.parse_document`.
+
+Import from `knowledge.ingestion.parsing`; these modules are its implementation.
+"""

@@ -1,0 +1,1 @@
+"""Writes to the knowledge model. Views, commands and tasks call these; nothing else writes."""

@@ -1,0 +1,221 @@
+"""Documents in: upload (with duplicate detection and replacement), reprocess, delete, and the
+reaper that rescues documents whose processing was lost.
+
+A failed upload leaves the knowledge base as it was: the type and size are checked and the file
+hashed before anything is written, and a stored file is removed again if its row is not created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import unicodedata
+from datetime import timedelta
+from pathlib import PurePosixPath
+from typing import BinaryIO
+
+from django.conf import settings
+from django.core.files import File
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from knowledge.ingestion.parsing import FileTooLarge, detect_file_type
+from knowledge.models import Document, KnowledgeBase, Tenant
+from knowledge.services.knowledge_bases import bump_index_version
+
+logger = logging.getLogger(__name__)
+
+_HEAD_BYTES = 8192
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class DuplicateDocument(Exception):
+    """The same bytes are already in this knowledge base."""
+
+    def __init__(self, existing: Document) -> None:
+        super().__init__(f"this file is already in the knowledge base as document {existing.pk}")
+        self.existing = existing
+
+
+def clean_filename(name: str) -> str:
+    """The display name of an upload: last path component only, no control characters, NFC,
+    at most 255 characters. Storage never uses it (files are stored under generated names)."""
+    name = unicodedata.normalize("NFC", name or "").replace("\\", "/")
+    name = _CONTROL.sub("", PurePosixPath(name).name).strip().lstrip(".")
+    return (name or "upload")[:255]
+
+
+def _hash_and_measure(stream: BinaryIO) -> tuple[str, int, bytes]:
+    digest = hashlib.sha256()
+    size = 0
+    head = b""
+    stream.seek(0)
+    while block := stream.read(1 << 20):
+        if not head:
+            head = block[:_HEAD_BYTES]
+        digest.update(block)
+        size += len(block)
+        if size > settings.RAG_MAX_UPLOAD_BYTES:
+            raise FileTooLarge(
+                f"the file is larger than the limit of {settings.RAG_MAX_UPLOAD_BYTES:,} bytes"
+            )
+    stream.seek(0)
+    return digest.hexdigest(), size, head
+
+
+def create_document(
+    *,
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase,
+    name: str,
+    stream: BinaryIO,
+    title: str = "",
+    metadata: dict | None = None,
+    replace: bool = False,
+    queue: bool = True,
+) -> Document:
+    """Store an upload as a ``pending`` document and queue its processing on commit.
+
+    Raises UnsupportedFileType (415) and FileTooLarge (413) before anything is written, and
+    DuplicateDocument when the same bytes are already in the knowledge base. With
+    ``replace=True`` a duplicate is updated and processed again instead, and an earlier
+    document of the same file name is replaced once the new one is ready (so search keeps
+    finding the old one until then, and keeps it if the new one fails). ``queue=False`` leaves
+    processing to the caller (``ingest --sync``).
+    """
+    assert knowledge_base.tenant_id == tenant.pk, "knowledge base of another tenant"
+    filename = clean_filename(name)
+    sha256, size, head = _hash_and_measure(stream)
+    file_type = detect_file_type(filename, head)
+    metadata = dict(metadata or {})
+    title = (title or PurePosixPath(filename).stem or filename)[:500]
+
+    existing = Document.objects.filter(knowledge_base=knowledge_base, sha256=sha256).first()
+    if existing is not None:
+        if not replace:
+            raise DuplicateDocument(existing)
+        with transaction.atomic():
+            existing.title = title
+            existing.original_filename = filename
+            existing.metadata = metadata or existing.metadata
+            existing.save(update_fields=["title", "original_filename", "metadata", "updated_at"])
+            _queue_again(existing, queue)
+        return existing
+
+    document = Document(
+        tenant=tenant,
+        knowledge_base=knowledge_base,
+        title=title,
+        original_filename=filename,
+        file_type=str(file_type),
+        size_bytes=size,
+        sha256=sha256,
+        metadata=metadata,
+    )
+    if replace:
+        document.replaces = (
+            Document.objects.filter(knowledge_base=knowledge_base, original_filename=filename)
+            .order_by("-created_at")
+            .first()
+        )
+    document.file.save(filename, File(stream), save=False)
+    try:
+        with transaction.atomic():
+            document.save()
+            if queue:
+                enqueue_processing(document.pk)
+    except Exception:
+        document.file.delete(save=False)
+        raise
+    return document
+
+
+def _queue_again(document: Document, queue: bool = True) -> None:
+    Document.objects.filter(pk=document.pk).update(
+        status=Document.Status.PENDING,
+        progress=0,
+        error="",
+        attempts=0,
+        updated_at=timezone.now(),
+    )
+    document.refresh_from_db()
+    if queue:
+        enqueue_processing(document.pk)
+
+
+def reprocess_document(*, tenant: Tenant, document: Document) -> None:
+    """Process a document again from its stored file (its chunks stay searchable until the new
+    ones replace them in one step)."""
+    assert document.tenant_id == tenant.pk, "document of another tenant"
+    with transaction.atomic():
+        _queue_again(document)
+
+
+def delete_document(*, tenant: Tenant, document: Document) -> None:
+    """Delete a document, its chunks and (after commit) its stored file; bumps the index."""
+    assert document.tenant_id == tenant.pk, "document of another tenant"
+    storage, stored_name = document.file.storage, document.file.name
+    with transaction.atomic():
+        kb = KnowledgeBase.objects.select_for_update().get(pk=document.knowledge_base_id)
+        deleted, _ = Document.objects.filter(pk=document.pk, tenant=tenant).delete()
+        if deleted:
+            bump_index_version(kb)
+        transaction.on_commit(lambda: storage.delete(stored_name))
+
+
+def enqueue_processing(document_id: int) -> None:
+    """Queue processing once the current transaction commits. If the broker cannot be reached
+    the document stays ``pending`` and the reaper queues it again later: nothing is lost."""
+
+    def send() -> None:
+        from knowledge.tasks import process_document_task
+
+        try:
+            process_document_task.apply_async(
+                (document_id,), retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2}
+            )
+        except Exception as exc:  # broker down: the reaper will queue it again
+            logger.warning(
+                "could not queue document %s (%s); the reaper will retry", document_id, exc
+            )
+
+    transaction.on_commit(send)
+
+
+def reap_stuck_documents(now=None) -> dict[str, int]:
+    """Re-queue documents stuck in a non-final state for longer than ``RAG_STUCK_AFTER_S``
+    (their worker died, or the broker lost the task); fail them after
+    ``RAG_MAX_PROCESSING_ATTEMPTS`` attempts with a message saying so."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.RAG_STUCK_AFTER_S)
+    stuck = Document.objects.exclude(status__in=Document.Status.final()).filter(
+        updated_at__lt=cutoff
+    )
+    failed = stuck.filter(attempts__gte=settings.RAG_MAX_PROCESSING_ATTEMPTS).update(
+        status=Document.Status.FAILED,
+        error=(
+            f"processing did not finish after {settings.RAG_MAX_PROCESSING_ATTEMPTS} attempts; "
+            "check the worker logs, then reprocess the document"
+        ),
+        updated_at=now,
+    )
+    requeued = 0
+    for document_id in stuck.values_list("pk", flat=True):
+        with transaction.atomic():
+            touched = (
+                Document.objects.filter(pk=document_id, updated_at__lt=cutoff)
+                .exclude(status__in=Document.Status.final())
+                .update(status=Document.Status.PENDING, progress=0, updated_at=now)
+            )
+            if touched:
+                enqueue_processing(document_id)
+                requeued += 1
+    if failed or requeued:
+        logger.warning("reaper: %d stuck documents re-queued, %d failed", requeued, failed)
+    return {"requeued": requeued, "failed": failed}
+
+
+def record_attempt(document_id: int) -> None:
+    Document.objects.filter(pk=document_id).update(attempts=F("attempts") + 1)

@@ -1,0 +1,110 @@
+"""Embedding providers. The OpenAI-compatible one talks to a real local HTTP server speaking
+that API, so batching, retries, timeouts and answer checking run for real."""
+
+import time
+
+import pytest
+
+from knowledge.embeddings import EmbeddingConfig, EmbeddingError
+from knowledge.embeddings.hashing import HashEmbedder
+from knowledge.embeddings.openai import OpenAIEmbedder
+from tests.fake_services import FakeEmbeddingsServer, Scripted
+
+
+def config(server: FakeEmbeddingsServer, **overrides) -> EmbeddingConfig:
+    values = dict(
+        provider="openai",
+        model="text-embedding-3-small",
+        base_url=server.base_url,
+        api_key="sk-test",
+        timeout_s=2.0,
+        batch_size=3,
+        max_retries=3,
+        backoff_s=0.01,
+    )
+    values.update(overrides)
+    return EmbeddingConfig(**values)
+
+
+def test_openai_batches_inputs_and_keeps_their_order():
+    with FakeEmbeddingsServer(dimensions=8) as server:
+        embedder = OpenAIEmbedder(config(server))
+        texts = [f"text {i}" for i in range(7)]
+        vectors = embedder.embed_documents(texts)
+    assert [len(r["json"]["input"]) for r in server.requests] == [3, 3, 1]
+    assert all(r["auth"] == "Bearer sk-test" for r in server.requests)
+    assert len(vectors) == 7 and all(len(v) == 8 for v in vectors)
+    single = OpenAIEmbedder(config(server)).dimensions
+    assert single == 0  # unknown until the first answer...
+    assert embedder.dimensions == 8  # ...learnt from it
+    assert vectors[4] != vectors[5]
+
+
+def test_openai_retries_429_and_5xx_then_succeeds():
+    with FakeEmbeddingsServer() as server:
+        server.script = [Scripted(429, headers={"Retry-After": "0"}), Scripted(503), Scripted(500)]
+        vectors = OpenAIEmbedder(config(server)).embed_documents(["a"])
+    assert len(server.requests) == 4
+    assert len(vectors) == 1
+
+
+def test_openai_gives_up_after_bounded_retries_with_a_clear_message():
+    with FakeEmbeddingsServer() as server:
+        server.script = [Scripted(429)] * 10
+        with pytest.raises(EmbeddingError, match=r"answered 429, 4 attempts"):
+            OpenAIEmbedder(config(server)).embed_documents(["a"])
+    assert len(server.requests) == 4  # 1 + max_retries, not forever
+
+
+def test_openai_times_out_and_retries():
+    with FakeEmbeddingsServer() as server:
+        server.script = [Scripted(delay_s=1.0)]
+        started = time.perf_counter()
+        vectors = OpenAIEmbedder(config(server, timeout_s=0.2)).embed_documents(["a"])
+        elapsed = time.perf_counter() - started
+    assert len(vectors) == 1
+    assert elapsed < 1.0  # the slow answer was abandoned, not waited for
+
+
+def test_openai_timeouts_exhausted_fail_with_a_message():
+    with FakeEmbeddingsServer() as server:
+        server.script = [Scripted(delay_s=0.5)] * 3
+        with pytest.raises(EmbeddingError, match="timed out"):
+            OpenAIEmbedder(config(server, timeout_s=0.1, max_retries=2)).embed_documents(["a"])
+
+
+@pytest.mark.parametrize("body", [b"not json", b'{"data": "nope"}', b'{"data": [{"index": 0}]}'])
+def test_openai_garbage_answers_are_errors_not_vectors(body):
+    with FakeEmbeddingsServer() as server:
+        server.script = [Scripted(200, body=body)]
+        with pytest.raises(EmbeddingError, match="unexpected answer"):
+            OpenAIEmbedder(config(server)).embed_documents(["a"])
+
+
+def test_openai_client_errors_are_not_retried():
+    with FakeEmbeddingsServer() as server:
+        server.script = [Scripted(401)]
+        with pytest.raises(EmbeddingError, match="answered 401"):
+            OpenAIEmbedder(config(server)).embed_documents(["a"])
+    assert len(server.requests) == 1
+
+
+def test_openai_refuses_vectors_of_another_dimension():
+    with FakeEmbeddingsServer(dimensions=8) as server:
+        server.script = [Scripted(200, body=b'{"data": [{"index": 0, "embedding": [1, 0]}]}')]
+        with pytest.raises(EmbeddingError, match="2-dimensional"):
+            OpenAIEmbedder(config(server, dimensions=8)).embed_documents(["a"])
+
+
+def test_hash_embedder_is_deterministic_unit_length_and_token_based():
+    embedder = HashEmbedder(64)
+    a, b = embedder.embed_documents(["temperature sensor TH01", "temperature sensor TH01"])
+    assert a == b
+    assert abs(sum(v * v for v in a) - 1.0) < 1e-9
+
+    def cosine(x, y):
+        return sum(p * q for p, q in zip(x, y, strict=True))
+
+    related = embedder.embed_query("sensor temperature")
+    unrelated = embedder.embed_query("banana bread recipe")
+    assert cosine(a, related) > cosine(a, unrelated)

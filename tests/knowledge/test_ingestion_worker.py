@@ -1,0 +1,106 @@
+"""Ingestion through real Celery worker processes: uploads reach ``ready`` by themselves, and a
+worker killed in the middle of a document leaves no partial chunks; the reaper and a new worker
+finish the job."""
+
+import io
+import time
+
+import pytest
+from django.test import override_settings
+
+from knowledge.embeddings import EmbeddingConfig
+from knowledge.models import Chunk, Document
+from knowledge.services import documents as services
+from knowledge.services.knowledge_bases import create_knowledge_base
+from tests.factories import TenantFactory
+from tests.fake_services import FakeEmbeddingsServer, Scripted
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout:g} s")
+
+
+def status_of(document) -> tuple[str, int]:
+    return tuple(Document.objects.filter(pk=document.pk).values_list("status", "progress").get())
+
+
+def test_uploads_are_processed_by_the_worker_without_anyone_asking(celery_worker_process):
+    tenant = TenantFactory()
+    kb = create_knowledge_base(tenant=tenant, name="KB", embedding=EmbeddingConfig(provider="hash"))
+    docs = [
+        services.create_document(
+            tenant=tenant,
+            knowledge_base=kb,
+            name="a.md",
+            stream=io.BytesIO(b"# Pumps\n\nThe P-100 pump moves water."),
+        ),
+        services.create_document(
+            tenant=tenant,
+            knowledge_base=kb,
+            name="b.txt",
+            stream=io.BytesIO("水泵每天运行八小时。".encode()),
+        ),
+    ]
+    for document in docs:
+        wait_for(lambda d=document: status_of(d)[0] in ("ready", "failed"))
+        assert status_of(document) == ("ready", 100)
+        assert Chunk.objects.filter(document=document).count() >= 1
+
+
+def test_worker_killed_mid_document_leaves_no_partial_chunks_and_the_document_recovers(
+    worker_factory, settings
+):
+    paragraphs = "\n\n".join(
+        f"Paragraph {i} describes valve V-{i:03d} and its maintenance schedule in detail."
+        for i in range(24)
+    )
+    with FakeEmbeddingsServer(dimensions=8) as server:
+        worker_env = {"EMBEDDING_BASE_URL": server.base_url, "EMBEDDING_BATCH_SIZE": "1"}
+        with override_settings(EMBEDDING_BASE_URL=server.base_url, EMBEDDING_BATCH_SIZE=1):
+            tenant = TenantFactory()
+            kb = create_knowledge_base(
+                tenant=tenant,
+                name="Slow",
+                chunk_size=120,
+                chunk_overlap=0,
+                embedding=EmbeddingConfig(
+                    provider="openai", model="m", dimensions=8, base_url=server.base_url
+                ),
+            )
+            # Every embedding request takes 0.3 s: the document needs several seconds.
+            server.script = [Scripted(delay_s=0.3) for _ in range(200)]
+            first = worker_factory(**worker_env).start()
+            document = services.create_document(
+                tenant=tenant,
+                knowledge_base=kb,
+                name="valves.md",
+                stream=io.BytesIO(paragraphs.encode()),
+            )
+            wait_for(lambda: status_of(document)[0] == "embedding" and status_of(document)[1] > 30)
+            first.kill()
+
+            assert Chunk.objects.filter(document=document).count() == 0
+            assert status_of(document)[0] == "embedding"  # stuck, as a dead worker leaves it
+
+            server.script = []  # the provider is fast again
+            settings.RAG_STUCK_AFTER_S = 0
+            assert services.reap_stuck_documents() == {"requeued": 1, "failed": 0}
+            worker_factory(**worker_env).start()
+            wait_for(lambda: status_of(document)[0] in ("ready", "failed"), timeout=90)
+
+    document.refresh_from_db()
+    assert (document.status, document.progress) == ("ready", 100), document.error
+    positions = list(
+        Chunk.objects.filter(document=document)
+        .order_by("position")
+        .values_list("position", flat=True)
+    )
+    assert positions == list(range(document.chunk_count)) and len(positions) >= 10
