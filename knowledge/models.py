@@ -127,6 +127,10 @@ class KnowledgeBase(models.Model):
     )
     embedding_model = models.CharField(max_length=200, blank=True)
     embedding_dimensions = models.PositiveIntegerField(null=True, blank=True)
+    # While a change of model is re-embedding in the background: the target configuration
+    # ({"provider", "model", "dimensions"}) and progress. Search keeps using the fields above
+    # until the new vectors replace the old ones in one step.
+    embedding_migration = models.JSONField(null=True, blank=True)
 
     # retrieval defaults, overridable per query
     weight_mode = models.CharField(
@@ -281,3 +285,18 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.document_id}#{self.position}"
+
+
+class StagedEmbedding(models.Model):
+    """A chunk's vector under a knowledge base's next embedding model, computed in the
+    background and swapped into ``Chunk.embedding`` for the whole knowledge base at once."""
+
+    chunk = models.OneToOneField(
+        Chunk, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="+")
+    embedding = VectorField()
+    embedding_model = models.CharField(max_length=200)
+
+    def __str__(self) -> str:
+        return f"staged {self.embedding_model} vector of chunk {self.chunk_id}"

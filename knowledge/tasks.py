@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from knowledge.services import documents, processing
+from knowledge.services import documents, processing, reindex
 
 
 @shared_task(name="knowledge.process_document")
@@ -13,3 +13,18 @@ def process_document_task(document_id: int) -> str:
 @shared_task(name="knowledge.reap_stuck_documents")
 def reap_stuck_documents_task() -> dict[str, int]:
     return documents.reap_stuck_documents()
+
+
+@shared_task(name="knowledge.reanalyze_knowledge_base")
+def reanalyze_knowledge_base_task(knowledge_base_id: int, all_chunks: bool = False) -> int:
+    return reindex.reanalyze_knowledge_base(knowledge_base_id, all_chunks=all_chunks)
+
+
+@shared_task(name="knowledge.queue_outdated_reanalysis")
+def queue_outdated_reanalysis_task() -> list[int]:
+    return reindex.queue_outdated_reanalysis()
+
+
+@shared_task(name="knowledge.reembed_knowledge_base")
+def reembed_knowledge_base_task(knowledge_base_id: int) -> str:
+    return reindex.reembed_knowledge_base(knowledge_base_id)

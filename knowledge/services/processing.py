@@ -22,7 +22,7 @@ from knowledge.embeddings import EmbeddingError, config_for_knowledge_base, get_
 from knowledge.ingestion.chunking import ChunkingConfig, chunk_document
 from knowledge.ingestion.parsing import ParseError, ParseLimits, parse_document
 from knowledge.models import Chunk, Document, KnowledgeBase
-from knowledge.services.documents import record_attempt
+from knowledge.services.documents import enqueue_processing, record_attempt
 from knowledge.services.knowledge_bases import bump_index_version
 
 logger = logging.getLogger(__name__)
@@ -145,6 +145,13 @@ def _store(document: Document, kb: KnowledgeBase, chunks: list[Chunk]) -> str:
         current = Document.objects.select_for_update().filter(pk=document.pk).first()
         if current is None or current.status in Status.final():
             return "superseded"  # deleted meanwhile, or another run finished first
+        if (locked_kb.embedding_model, locked_kb.embedding_dimensions) != (
+            kb.embedding_model,
+            kb.embedding_dimensions,
+        ):
+            # The knowledge base switched models while this ran: embed again with the new one.
+            enqueue_processing(document.pk)
+            return "requeued"
         Chunk.objects.filter(document_id=document.pk).delete()
         Chunk.objects.bulk_create(chunks, batch_size=500)
         if current.replaces_id:

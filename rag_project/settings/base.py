@@ -132,6 +132,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "knowledge.reap_stuck_documents",
         "schedule": env.int("RAG_REAPER_INTERVAL_S", default=60),
     },
+    # Chunks analysed by an older analyser version are re-analysed from their stored text.
+    "queue-outdated-reanalysis": {
+        "task": "knowledge.queue_outdated_reanalysis",
+        "schedule": 600,
+    },
 }
 
 # --------------------------------------------------------------------------- embeddings
@@ -198,3 +203,15 @@ LOGGING = {
         "pypdf": {"level": "ERROR"},  # damaged PDFs are reported on the document instead
     },
 }
+
+# --- BM25 store
+# L1: each process keeps recently used BM25 indexes up to this many bytes (BM25Index.nbytes;
+# ~60 MB for a 100k-chunk knowledge base).
+BM25_L1_MAX_BYTES = env.int("BM25_L1_MAX_BYTES", default=512 * 1024 * 1024)
+# L2: compressed, signed payloads in Redis expire after this long (L3 in PostgreSQL stays).
+BM25_L2_TTL_S = env.int("BM25_L2_TTL_S", default=24 * 60 * 60)
+# A build lock expires after this long, so a builder that died does not block its KB; keep it
+# above the slowest build.
+BM25_BUILD_LOCK_TIMEOUT_S = env.int("BM25_BUILD_LOCK_TIMEOUT_S", default=300)
+# How long a search on a cold KB waits for another process's build before building it itself.
+BM25_BUILD_WAIT_S = env.float("BM25_BUILD_WAIT_S", default=30.0)

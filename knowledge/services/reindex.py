@@ -1,0 +1,224 @@
+"""Background upkeep of stored chunks: re-analysis and re-embedding, never re-parsing.
+
+Re-analysis recomputes chunk tokens from the stored chunk text (plus the document title and
+heading path, as at ingestion) when the analyser version changes or a knowledge base's user
+words change. Re-embedding computes every chunk's vector under a knowledge base's new model into
+``StagedEmbedding`` while search keeps using the old vectors, then swaps them in for the whole
+knowledge base in one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from knowledge.analysis import ANALYZER_VERSION, get_analyzer
+from knowledge.embeddings import EmbeddingConfig, config_for_knowledge_base, get_embedder
+from knowledge.embeddings.registry import resolved
+from knowledge.models import Chunk, Document, KnowledgeBase, StagedEmbedding, Tenant
+from knowledge.services.knowledge_bases import bump_index_version
+
+logger = logging.getLogger(__name__)
+BATCH = 500
+
+
+# --------------------------------------------------------------------------- re-analysis
+
+
+def reanalyze_knowledge_base(knowledge_base_id: int, *, all_chunks: bool = False) -> int:
+    """Recompute tokens of the knowledge base's chunks analysed with another analyser version
+    (or of all of them); returns how many changed. Bumps the index version once at the end."""
+    kb = KnowledgeBase.objects.filter(pk=knowledge_base_id).first()
+    if kb is None:
+        return 0
+    analyzer = get_analyzer(kb.user_words)
+    chunks = Chunk.objects.filter(knowledge_base=kb).select_related("document").order_by("pk")
+    if not all_chunks:
+        chunks = chunks.exclude(analyzer_version=ANALYZER_VERSION)
+    changed, last_pk = 0, 0
+    while True:
+        batch = list(chunks.filter(pk__gt=last_pk)[:BATCH])
+        if not batch:
+            break
+        for chunk in batch:
+            chunk.tokens = analyzer.chunk_tokens(
+                chunk.content, chunk.document.title, chunk.heading_path
+            )
+            chunk.analyzer_version = ANALYZER_VERSION
+        Chunk.objects.bulk_update(batch, ["tokens", "analyzer_version"])
+        changed += len(batch)
+        last_pk = batch[-1].pk
+    with transaction.atomic():
+        Document.objects.filter(knowledge_base=kb).update(analyzer_version=ANALYZER_VERSION)
+        if changed:
+            bump_index_version(KnowledgeBase.objects.select_for_update().get(pk=kb.pk))
+    if changed:
+        logger.info("re-analysed %d chunks of knowledge base %s", changed, kb.pk)
+    return changed
+
+
+def queue_outdated_reanalysis() -> list[int]:
+    """Queue re-analysis of every knowledge base holding documents analysed with an older
+    analyser version (run periodically by beat; cheap: it reads the documents table)."""
+    from knowledge.tasks import reanalyze_knowledge_base_task
+
+    kb_ids = sorted(
+        set(
+            Document.objects.filter(status=Document.Status.READY)
+            .exclude(analyzer_version=ANALYZER_VERSION)
+            .values_list("knowledge_base_id", flat=True)
+        )
+    )
+    for kb_id in kb_ids:
+        reanalyze_knowledge_base_task.delay(kb_id)
+    return kb_ids
+
+
+def set_user_words(*, tenant: Tenant, knowledge_base: KnowledgeBase, words: list[str]) -> None:
+    """Change a knowledge base's domain words; its chunks are re-analysed in the background."""
+    from knowledge.tasks import reanalyze_knowledge_base_task
+
+    assert knowledge_base.tenant_id == tenant.pk, "knowledge base of another tenant"
+    cleaned = sorted({w.strip() for w in words if w and w.strip()})
+    with transaction.atomic():
+        KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(user_words=cleaned)
+        knowledge_base.user_words = cleaned
+        kb_id = knowledge_base.pk
+        transaction.on_commit(lambda: reanalyze_knowledge_base_task.delay(kb_id, all_chunks=True))
+
+
+# --------------------------------------------------------------------------- re-embedding
+
+
+def change_embedding(
+    *, tenant: Tenant, knowledge_base: KnowledgeBase, config: EmbeddingConfig
+) -> dict:
+    """Start moving a knowledge base to another embedding model. The target is checked now
+    (a provider that cannot load is refused here, not halfway); the work runs in the
+    background and search keeps the old vectors until the switch."""
+    from knowledge.tasks import reembed_knowledge_base_task
+
+    assert knowledge_base.tenant_id == tenant.pk, "knowledge base of another tenant"
+    target = resolved(config)
+    migration = {
+        "provider": target.provider,
+        "model": target.model,
+        "dimensions": target.dimensions,
+        "started_at": timezone.now().isoformat(),
+        "done": 0,
+    }
+    with transaction.atomic():
+        KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(embedding_migration=migration)
+        StagedEmbedding.objects.filter(knowledge_base=knowledge_base).delete()
+        knowledge_base.embedding_migration = migration
+        kb_id = knowledge_base.pk
+        transaction.on_commit(lambda: reembed_knowledge_base_task.delay(kb_id))
+    return migration
+
+
+def _target(kb: KnowledgeBase) -> EmbeddingConfig | None:
+    migration = kb.embedding_migration
+    if not migration:
+        return None
+    base = config_for_knowledge_base(kb)
+    return EmbeddingConfig(
+        provider=migration["provider"],
+        model=migration["model"],
+        dimensions=migration["dimensions"],
+        base_url=base.base_url,
+        api_key=base.api_key,
+        timeout_s=base.timeout_s,
+        batch_size=base.batch_size,
+        max_retries=base.max_retries,
+    )
+
+
+def reembed_knowledge_base(knowledge_base_id: int) -> str:
+    """Stage vectors of every chunk under the target model, then switch in one transaction.
+    Chunks added while it runs are staged too before the switch; safe to run twice."""
+    kb = KnowledgeBase.objects.filter(pk=knowledge_base_id).first()
+    if kb is None or (target := _target(kb)) is None:
+        return "nothing to do"
+    embedder = get_embedder(target)
+    while True:
+        staged = _stage_missing(kb, target, embedder) if embedder is not None else 0
+        with transaction.atomic():
+            locked = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
+            if not _same_migration(locked.embedding_migration, kb.embedding_migration):
+                return "superseded by another change"
+            if embedder is not None and _unstaged(kb, target).exists():
+                continue  # chunks arrived meanwhile: stage them first
+            _switch(locked, target)
+            logger.info("knowledge base %s now uses %s (%d chunks)", kb.pk, target.model, staged)
+            return "switched"
+
+
+def _same_migration(a: dict | None, b: dict | None) -> bool:
+    keys = ("provider", "model", "dimensions", "started_at")
+    return bool(a and b) and all(a.get(k) == b.get(k) for k in keys)
+
+
+def _unstaged(kb: KnowledgeBase, target: EmbeddingConfig):
+    return Chunk.objects.filter(knowledge_base=kb).exclude(
+        pk__in=StagedEmbedding.objects.filter(
+            knowledge_base=kb, embedding_model=target.model
+        ).values("chunk_id")
+    )
+
+
+def _stage_missing(kb: KnowledgeBase, target: EmbeddingConfig, embedder) -> int:
+    done = 0
+    while True:
+        batch = list(_unstaged(kb, target).order_by("pk").values_list("pk", "content")[:BATCH])
+        if not batch:
+            return done
+        vectors = embedder.embed_documents([content for _, content in batch])
+        StagedEmbedding.objects.filter(chunk_id__in=[pk for pk, _ in batch]).delete()
+        StagedEmbedding.objects.bulk_create(
+            [
+                StagedEmbedding(
+                    chunk_id=pk, knowledge_base=kb, embedding=vector, embedding_model=target.model
+                )
+                for (pk, _), vector in zip(batch, vectors, strict=True)
+            ]
+        )
+        done += len(batch)
+        kb.embedding_migration = {**kb.embedding_migration, "done": done}
+        KnowledgeBase.objects.filter(  # only while this migration is still the current one
+            pk=kb.pk, embedding_migration__started_at=kb.embedding_migration["started_at"]
+        ).update(embedding_migration=kb.embedding_migration)
+
+
+def _switch(kb: KnowledgeBase, target: EmbeddingConfig) -> None:
+    with connection.cursor() as cursor:
+        if target.provider == "none":
+            cursor.execute(
+                "UPDATE knowledge_chunk SET embedding = NULL, embedding_model = '', "
+                "embedding_dimensions = NULL WHERE knowledge_base_id = %s",
+                [kb.pk],
+            )
+        else:
+            cursor.execute(
+                "UPDATE knowledge_chunk AS c SET embedding = s.embedding, "
+                "embedding_model = s.embedding_model, embedding_dimensions = %s "
+                "FROM knowledge_stagedembedding AS s "
+                "WHERE s.chunk_id = c.id AND c.knowledge_base_id = %s",
+                [target.dimensions, kb.pk],
+            )
+    StagedEmbedding.objects.filter(knowledge_base=kb).delete()
+    kb.embedding_provider = target.provider
+    kb.embedding_model = target.model
+    kb.embedding_dimensions = target.dimensions
+    kb.embedding_migration = None
+    kb.save(
+        update_fields=[
+            "embedding_provider",
+            "embedding_model",
+            "embedding_dimensions",
+            "embedding_migration",
+            "updated_at",
+        ]
+    )
+    bump_index_version(kb)
