@@ -60,7 +60,10 @@ class LocalEmbedder:
     def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64) -> None:
         self.model = model or DEFAULT_MODEL
         self._st = _load(self.model)
-        self.dimensions = int(self._st.get_sentence_embedding_dimension())
+        dimension = getattr(self._st, "get_embedding_dimension", None) or (
+            self._st.get_sentence_embedding_dimension  # sentence-transformers < 6
+        )
+        self.dimensions = int(dimension())
         self._batch_size = batch_size
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:

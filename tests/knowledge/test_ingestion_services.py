@@ -190,7 +190,7 @@ def test_replace_of_identical_bytes_processes_the_existing_document_again(kb):
     )
 
 
-def test_reprocess_keeps_chunks_until_the_new_ones_replace_them(kb):
+def test_reprocess_replaces_the_chunks_in_one_step_when_ready(kb):
     document = upload(kb, "manual.md", MARKDOWN)
     process_document(document.pk)
     old_ids = set(Chunk.objects.filter(document=document).values_list("pk", flat=True))
