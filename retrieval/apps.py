@@ -6,3 +6,6 @@ class RetrievalConfig(AppConfig):
 
     name = "retrieval"
     verbose_name = "Retrieval"
+
+    def ready(self) -> None:
+        from retrieval import signals  # noqa: F401 - connects the BM25Store receivers

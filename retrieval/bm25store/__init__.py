@@ -1,0 +1,25 @@
+"""BM25Store: each knowledge base's BM25 index, cached in three tiers and never stale.
+
+See ``retrieval/BM25_STORE.md`` for the design; ``store`` for the read path.
+"""
+
+from retrieval.bm25store.availability import bm25_available
+from retrieval.bm25store.handle import IndexHandle, Tier
+from retrieval.bm25store.store import (
+    BM25Store,
+    BM25StoreConfig,
+    current_version,
+    get_store,
+    identity_of,
+)
+
+__all__ = [
+    "BM25Store",
+    "BM25StoreConfig",
+    "IndexHandle",
+    "Tier",
+    "bm25_available",
+    "current_version",
+    "get_store",
+    "identity_of",
+]

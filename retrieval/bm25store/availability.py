@@ -1,0 +1,40 @@
+"""Whether keyword (BM25) search can run in this deployment."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+
+logger = logging.getLogger(__name__)
+
+# rank_bm25 is the reference our scores are checked against; jieba analyses Chinese queries.
+_REQUIRED = ("rank_bm25", "jieba")
+_available: bool | None = None
+_lock = threading.Lock()
+
+
+def bm25_available() -> bool:
+    """True when BM25's dependencies import. Checked once per process; when they do not, logs
+    once that search runs vector-only (the search service says so in every trace)."""
+    global _available
+    if _available is None:
+        with _lock:
+            if _available is None:
+                missing = [name for name in _REQUIRED if not _importable(name)]
+                if missing:
+                    logger.warning(
+                        "BM25 dependencies unavailable, using vector-only search mode "
+                        "(cannot import %s)",
+                        ", ".join(missing),
+                    )
+                _available = not missing
+    return _available
+
+
+def _importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True

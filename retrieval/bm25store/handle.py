@@ -1,0 +1,47 @@
+"""What BM25Store.get returns: the index, its version, and how it was obtained."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from retrieval.bm25 import BM25Index
+
+
+class Tier(StrEnum):
+    L1 = "l1"
+    L2 = "l2"
+    L3 = "l3"
+    BUILD = "build"
+
+
+@dataclass(frozen=True)
+class IndexHandle:
+    """An index and how it was obtained, for the search trace."""
+
+    index: BM25Index
+    knowledge_base_id: int
+    version: int
+    tier: Tier  # where it came from: l1, l2, l3 or build
+    load_ms: float  # the whole get(), version check, waiting and building included
+    build_ms: float = 0.0  # fetching tokens and building, when tier is build
+    waited_ms: float = 0.0  # spent waiting for another process's build
+    waited_for_build: bool = False  # another process held the build lock
+    wait_timed_out: bool = False  # ... and did not finish in time, so this get built it too
+    l2_available: bool = True  # False while Redis is unreachable
+    rejected: tuple[str, ...] = ()  # tiers whose payload failed its integrity check
+
+    def trace(self) -> dict[str, Any]:
+        return {
+            "tier": str(self.tier),
+            "version": self.version,
+            "chunks": len(self.index),
+            "load_ms": round(self.load_ms, 3),
+            "build_ms": round(self.build_ms, 3),
+            "waited_ms": round(self.waited_ms, 3),
+            "waited_for_build": self.waited_for_build,
+            "wait_timed_out": self.wait_timed_out,
+            "l2_available": self.l2_available,
+            "rejected": list(self.rejected),
+        }

@@ -1,0 +1,16 @@
+"""Celery tasks of ``retrieval``: thin wrappers that take ids and call one service."""
+
+from celery import shared_task
+from django.db import OperationalError
+
+from retrieval.bm25store import services
+
+
+@shared_task(
+    name="retrieval.invalidate_and_warm_bm25",
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def invalidate_and_warm_bm25(knowledge_base_id: int, index_version: int | None = None) -> str:
+    return services.invalidate_and_warm(knowledge_base_id, index_version)

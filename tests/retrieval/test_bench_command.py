@@ -1,0 +1,60 @@
+"""``manage.py bench bm25`` on the real services: one JSON object, and a readable table."""
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from knowledge.models import KnowledgeBase, Tenant
+from retrieval.models import BM25Index as BM25IndexRow
+
+KEYS = {
+    "docs",
+    "build_s",
+    "query_p50_ms",
+    "query_p95_ms",
+    "rank_bm25_query_p50_ms",
+    "speedup",
+    "max_abs_score_diff",
+    "payload_bytes",
+    "load_l2_ms",
+    "load_l3_ms",
+    "l1_bytes",
+}
+
+pytestmark = pytest.mark.django_db
+
+
+def bench(*args: str) -> str:
+    out = io.StringIO()
+    call_command("bench", "bm25", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_bench_bm25_json_prints_one_object_with_every_figure():
+    before = (Tenant.objects.count(), KnowledgeBase.objects.count())
+    result = json.loads(bench("--docs", "2000", "--queries", "40", "--json"))
+
+    assert result.keys() >= KEYS
+    assert result["docs"] == 2000
+    assert result["max_abs_score_diff"] <= 1e-6
+    assert result["speedup"] > 1
+    assert result["load_l2_ms"] > 0 and result["load_l3_ms"] > 0
+    assert 0 < result["payload_bytes"] < result["l1_bytes"]
+    assert result["store_l1_bytes"] > result["payload_bytes"]  # the cold gets filled L1
+    # The throwaway tenant and knowledge base are gone, with their L3 row.
+    assert (Tenant.objects.count(), KnowledgeBase.objects.count()) == before
+    assert not BM25IndexRow.objects.exists()
+
+
+def test_bench_bm25_table_compares_with_rank_bm25():
+    table = bench("--docs", "500", "--queries", "20")
+    assert "rank_bm25" in table and "cold load from L2" in table and "cold load from L3" in table
+    assert "500 synthetic documents" in table
+
+
+def test_bench_needs_a_benchmark_name():
+    with pytest.raises(CommandError):
+        call_command("bench")
