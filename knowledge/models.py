@@ -141,6 +141,8 @@ class KnowledgeBase(models.Model):
     calibrated_vector_weight = models.FloatField(null=True, blank=True)
     calibrated_keyword_weight = models.FloatField(null=True, blank=True)
     calibrated_at = models.DateTimeField(null=True, blank=True)
+    # What the last calibration measured (per-leg MRR on pseudo-queries, sample size...).
+    calibration = models.JSONField(null=True, blank=True)
     top_k = models.PositiveIntegerField(
         default=5, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )

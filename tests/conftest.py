@@ -23,6 +23,18 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fresh_test_redis(django_db_setup) -> None:
+    """Start every session with an empty Redis database of this test process's own (cached
+    query embeddings, BM25 payloads and queued tasks of an earlier run would otherwise leak
+    in). Only the embedded server or an explicit TEST_REDIS_URL is ever flushed."""
+    import redis
+    from django.conf import settings
+
+    if settings.REDIS_EMBEDDED or os.environ.get("TEST_REDIS_URL"):
+        redis.Redis.from_url(settings.REDIS_URL).flushdb()
+
+
 class WorkerProcess:
     """A real Celery worker process on this test process's queue, Redis db and test database."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import PurePosixPath
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -83,6 +84,10 @@ def _run(document: Document) -> str:
     with document.file.open("rb") as handle:
         data = handle.read()
     parsed = parse_document(document.original_filename, data, parse_limits())
+    if parsed.title and document.title == PurePosixPath(document.original_filename).stem:
+        # No title was given: the document's own (Markdown/HTML heading, .docx or PDF title)
+        # names it better than its file name, in citations and in every chunk's tokens.
+        document.title = parsed.title.strip()[:500]
 
     _set(document.pk, Status.CHUNKING, PROGRESS[Status.CHUNKING])
     pieces = chunk_document(parsed, ChunkingConfig(kb.chunk_size, kb.chunk_overlap))
@@ -169,6 +174,7 @@ def _store(document: Document, kb: KnowledgeBase, chunks: list[Chunk]) -> str:
         current.analyzer_version = ANALYZER_VERSION
         current.processed_at = timezone.now()
         current.replaces = None
+        current.title = document.title
         current.save()
         bump_index_version(locked_kb)
     return Status.READY

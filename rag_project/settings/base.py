@@ -215,3 +215,26 @@ BM25_L2_TTL_S = env.int("BM25_L2_TTL_S", default=24 * 60 * 60)
 BM25_BUILD_LOCK_TIMEOUT_S = env.int("BM25_BUILD_LOCK_TIMEOUT_S", default=300)
 # How long a search on a cold KB waits for another process's build before building it itself.
 BM25_BUILD_WAIT_S = env.float("BM25_BUILD_WAIT_S", default=30.0)
+
+# --- rerank
+# Optional second stage of a search: the head of the fused list is re-scored by a cross-encoder.
+# none (default) | http (a rerank API, see RERANK_API_STYLE) | local (a model directory on disk).
+RERANK_PROVIDER = env.str("RERANK_PROVIDER", default="none")
+# cohere (Cohere v1/v2 and servers copying it: vLLM, LiteLLM, Infinity) | jina | tei (Hugging
+# Face text-embeddings-inference).
+RERANK_API_STYLE = env.str("RERANK_API_STYLE", default="cohere")
+# The reranker posts to {RERANK_BASE_URL}/rerank: https://api.cohere.com/v2,
+# https://api.jina.ai/v1, or a TEI server's http://host:port.
+RERANK_BASE_URL = env.str("RERANK_BASE_URL", default="")
+RERANK_API_KEY = env.str("RERANK_API_KEY", default="")  # sent as a Bearer token when set
+# http: the API's model name (rerank-v3.5, jina-reranker-v2-base-multilingual; TEI ignores it).
+# local: the directory of a saved cross-encoder; never a hub name, nothing is downloaded.
+RERANK_MODEL = env.str("RERANK_MODEL", default="")
+# A search waits for its rerank: keep both small. 429, 5xx and timeouts are retried.
+RERANK_TIMEOUT_S = env.float("RERANK_TIMEOUT_S", default=10.0)
+RERANK_MAX_RETRIES = env.int("RERANK_MAX_RETRIES", default=2)
+
+# --- search
+RAG_RRF_K = env.int("RAG_RRF_K", default=60)
+RAG_MAX_TOP_K = env.int("RAG_MAX_TOP_K", default=100)
+RAG_MAX_QUERY_CHARS = env.int("RAG_MAX_QUERY_CHARS", default=4000)

@@ -157,11 +157,17 @@ class BM25Index:
         """BM25 score of every document, in build order (float64, as rank_bm25 returns)."""
         return self._accumulate(query)[0]
 
-    def search(self, query: Sequence[str], top_k: int) -> list[tuple[int, float]]:
-        """Up to `top_k` (doc_id, score) with score > 0, best first, ties by doc_id ascending.
+    def search(
+        self, query: Sequence[str], top_k: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """Up to `top_k` (doc_id, score) with a non-zero score, best first, ties by doc_id.
 
-        A document scoring 0 or less (possible with a negative epsilon floor) matched nothing
-        worth ranking, so it is not a candidate.
+        A document scoring 0 matched nothing, so it is not a candidate. A document can score
+        below 0 while matching (rank_bm25's epsilon floor is negative when the average idf is,
+        as in a knowledge base of one or two documents); it stays a candidate, ranked after
+        every positive one, so small knowledge bases still answer keyword searches.
+        `allowed` (doc ids) restricts the candidates, for filtered searches; scores are
+        unchanged (idf stays that of the whole index).
         """
         if top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {top_k}")
@@ -169,8 +175,10 @@ class BM25Index:
             return []
         scores, touched = self._accumulate(query)
         hits = scores[touched]
-        positive = hits > 0
-        touched, hits = touched[positive], hits[positive]
+        matched = hits != 0
+        if allowed is not None:
+            matched &= np.isin(self.doc_ids[touched], allowed)
+        touched, hits = touched[matched], hits[matched]
         if touched.size > top_k:
             # Keep every document tied with the k-th best so the doc_id tie-break stays exact.
             kth = np.partition(hits, touched.size - top_k)[touched.size - top_k]
@@ -181,7 +189,7 @@ class BM25Index:
         return list(zip(ids[order].tolist(), hits[order].tolist(), strict=True))
 
     def _accumulate(self, query: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Dense scores plus candidate positions (a superset of the positive-scoring ones)."""
+        """Dense scores plus candidate positions (a superset of the non-zero-scoring ones)."""
         if isinstance(query, str):
             raise TypeError("query must be a sequence of tokens, not a string")
         scores = np.zeros(len(self), dtype=np.float64)
@@ -199,7 +207,7 @@ class BM25Index:
         if sum(docs.size for docs, _ in postings.values()) * 4 >= len(self):
             # The postings cover a good part of the corpus: one scan of the scores is cheaper
             # than a union, and still bounded by a few times the postings read.
-            return scores, np.flatnonzero(scores > 0)
+            return scores, np.flatnonzero(scores)
         # Union of the postings without sorting: keep each term's documents not seen before.
         seen = np.zeros(len(self), dtype=np.bool_)
         parts = []

@@ -296,8 +296,14 @@ def test_jieba_loads_without_printing_to_stderr():
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     # -W ignore: newer setuptools warns when jieba imports pkg_resources; that is not log noise.
-    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "研究" in result.stdout
     assert result.stderr == ""

@@ -50,7 +50,7 @@ def test_scores_match_a_hand_computed_example_with_the_epsilon_floor():
     assert [score for _, score in hits] == pytest.approx(expected[:2], abs=1e-12)
 
 
-def test_a_negative_average_idf_gives_negative_scores_that_are_not_candidates():
+def test_a_negative_average_idf_gives_negative_scores_that_still_rank():
     index = BM25Index.build([1, 2], [["a"], ["a", "b"]])
 
     avgdl = 3 / 2
@@ -63,8 +63,11 @@ def test_a_negative_average_idf_gives_negative_scores_that_are_not_candidates():
     np.testing.assert_allclose(index.get_scores(["a"]), expected_a, rtol=0, atol=1e-12)
     assert index.idf("b") == 0.0
     np.testing.assert_array_equal(index.get_scores(["b"]), [0.0, 0.0])
-    assert index.search(["a"], top_k=5) == []
-    assert index.search(["a", "b"], top_k=5) == []
+    # Both documents match "a": negative, but candidates, best (least negative) first.
+    hits = index.search(["a"], top_k=5)
+    assert [doc_id for doc_id, _ in hits] == [2, 1]
+    assert [score for _, score in hits] == pytest.approx([expected_a[1], expected_a[0]], abs=1e-12)
+    assert index.search(["b"], top_k=5) == []  # idf exactly 0: scores 0, not a candidate
 
 
 @st.composite
@@ -87,7 +90,7 @@ def indexed_corpora(draw):
     st.lists(st.sampled_from(QUERY_TOKENS), max_size=8),
     st.integers(min_value=1, max_value=45),
 )
-def test_matches_rank_bm25_and_search_ranks_positive_scores(indexed, query, top_k):
+def test_matches_rank_bm25_and_search_ranks_non_zero_scores(indexed, query, top_k):
     doc_ids, corpus = indexed
     index = BM25Index.build(doc_ids, corpus)
 
@@ -105,9 +108,9 @@ def test_matches_rank_bm25_and_search_ranks_positive_scores(indexed, query, top_
 
 
 def _ranked(doc_ids, scores):
-    """What search must return: positive scores, best first, ties by doc id."""
-    positive = [(d, s) for d, s in zip(doc_ids, scores.tolist(), strict=True) if s > 0]
-    return sorted(positive, key=lambda hit: (-hit[1], hit[0]))
+    """What search must return: non-zero scores, best first, ties by doc id."""
+    matched = [(d, s) for d, s in zip(doc_ids, scores.tolist(), strict=True) if s != 0]
+    return sorted(matched, key=lambda hit: (-hit[1], hit[0]))
 
 
 def test_queries_of_rare_terms_in_a_larger_corpus_match_rank_bm25():
@@ -219,3 +222,12 @@ def test_synthetic_corpus_is_deterministic_and_queries_hit_documents():
     for query in queries:
         assert 2 <= len(query) <= 5
         assert any(terms.issuperset(query) for terms in documents)
+
+
+def test_allowed_ids_restrict_candidates_without_changing_scores():
+    corpus = [["pump", "valve"], ["pump"], ["valve", "seal"], ["gasket"], ["seal"], ["bolt"]]
+    index = BM25Index.build([10, 20, 30, 40, 50, 60], corpus)
+    everything = dict(index.search(["pump"], 10))
+    restricted = index.search(["pump"], 10, allowed=np.array([20, 30], dtype=np.int64))
+    assert restricted == [(20, everything[20])]
+    assert index.search(["pump"], 10, allowed=np.array([], dtype=np.int64)) == []

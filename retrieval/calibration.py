@@ -1,0 +1,136 @@
+"""Label-free calibration of a knowledge base's fusion weights.
+
+Fixed weights are wrong when one leg is weak: an English-only embedding model on Chinese text
+drags 0.6/0.4 fusion from 0.975 to about 0.70 nDCG@10 on cmrc2018-dev, far below keyword search
+alone. So each knowledge base measures its own legs, without labels: pseudo-queries are cut
+from its own chunks (a window of words of a sampled chunk), every leg searches for them alone,
+and a leg is scored by the mean reciprocal rank of the document the query was cut from.
+
+Weights follow the measured MRRs. RRF is sensitive at the top (a tiny weight still reorders
+ranks 1 and 2 of the stronger leg), so a leg that finds the source clearly less often than
+the other (MRR below ``DISTRUST_RATIO`` of it) gets weight 0 instead of a small one: fusion
+with a leg that is mostly noise is worse than the good leg alone.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import asdict, dataclass
+
+from django.utils import timezone
+
+from knowledge.models import Chunk, Document, KnowledgeBase, Tenant
+
+SAMPLE = 60
+WINDOW_WORDS = 12
+WINDOW_HAN_CHARS = 16
+DISTRUST_RATIO = 0.75
+SEARCH_DEPTH = 20
+_WORD = re.compile(r"\w+")
+_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    vector_weight: float
+    keyword_weight: float
+    vector_mrr: float | None
+    keyword_mrr: float
+    queries: int
+    rule: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def pseudo_query(content: str, rng: random.Random) -> str:
+    """A window of the chunk's own words: a dozen words, or 16 characters of Chinese."""
+    han = len(_HAN.findall(content))
+    words = _WORD.findall(content)
+    if han > len(content) / 3:
+        text = "".join(content.split())
+        width = min(WINDOW_HAN_CHARS, len(text))
+        start = rng.randrange(0, len(text) - width + 1)
+        return text[start : start + width]
+    width = min(WINDOW_WORDS, len(words))
+    start = rng.randrange(0, len(words) - width + 1) if words else 0
+    return " ".join(words[start : start + width])
+
+
+def weights_from(vector_mrr: float | None, keyword_mrr: float) -> tuple[float, float, str]:
+    if vector_mrr is None:
+        return 0.0, 1.0, "no vector leg"
+    total = vector_mrr + keyword_mrr
+    if total == 0:
+        return 0.5, 0.5, "neither leg found its sources; equal weights"
+    if vector_mrr < DISTRUST_RATIO * keyword_mrr:
+        return 0.0, 1.0, f"vector MRR below {DISTRUST_RATIO:g} x keyword MRR: keyword only"
+    if keyword_mrr < DISTRUST_RATIO * vector_mrr:
+        return 1.0, 0.0, f"keyword MRR below {DISTRUST_RATIO:g} x vector MRR: vector only"
+    return round(vector_mrr / total, 4), round(keyword_mrr / total, 4), "proportional to MRR"
+
+
+def calibrate(
+    tenant: Tenant, knowledge_base: KnowledgeBase, sample: int = SAMPLE, seed: int = 13
+) -> Calibration:
+    """Measure both legs on pseudo-queries and store the weights on the knowledge base."""
+    from retrieval.service import RAGService  # the service imports this module's neighbours
+
+    rng = random.Random(f"{seed}:{knowledge_base.pk}")  # noqa: S311 - sampling, not secrets
+    chunk_ids = list(
+        Chunk.objects.filter(
+            tenant=tenant, knowledge_base=knowledge_base, document__status=Document.Status.READY
+        ).values_list("pk", flat=True)
+    )
+    chosen = rng.sample(chunk_ids, min(sample, len(chunk_ids)))
+    rows = Chunk.objects.filter(pk__in=chosen).order_by("pk").values_list("document_id", "content")
+    queries = [(doc_id, pseudo_query(content, rng)) for doc_id, content in rows]
+    queries = [(doc_id, text) for doc_id, text in queries if text.strip()]
+    service = RAGService(tenant)
+    has_vectors = (
+        knowledge_base.embedding_provider != KnowledgeBase.EmbeddingProvider.NONE
+        and knowledge_base.embedding_dimensions
+    )
+
+    def mrr(mode: str) -> float:
+        total = 0.0
+        for doc_id, text in queries:
+            result = service.search(
+                text, knowledge_base.pk, mode=mode, top_k=SEARCH_DEPTH, score_threshold=0.0
+            )
+            if result.trace.mode_used != mode:
+                raise _LegUnavailable(mode)
+            ranked = list(dict.fromkeys(hit.document_id for hit in result.hits))
+            if doc_id in ranked:
+                total += 1.0 / (ranked.index(doc_id) + 1)
+        return total / len(queries) if queries else 0.0
+
+    keyword_mrr = mrr("keyword")
+    vector_mrr = None
+    if has_vectors:
+        try:
+            vector_mrr = mrr("vector")
+        except _LegUnavailable:
+            vector_mrr = None
+    vector_weight, keyword_weight, rule = weights_from(vector_mrr, keyword_mrr)
+    calibration = Calibration(
+        vector_weight,
+        keyword_weight,
+        None if vector_mrr is None else round(vector_mrr, 4),
+        round(keyword_mrr, 4),
+        len(queries),
+        rule,
+    )
+    KnowledgeBase.objects.filter(pk=knowledge_base.pk, tenant=tenant).update(
+        calibrated_vector_weight=vector_weight,
+        calibrated_keyword_weight=keyword_weight,
+        calibrated_at=timezone.now(),
+        calibration=calibration.to_dict(),
+    )
+    knowledge_base.refresh_from_db()
+    return calibration
+
+
+class _LegUnavailable(Exception):
+    pass
