@@ -39,6 +39,7 @@ class Calibration:
     keyword_mrr: float
     queries: int
     rule: str
+    chunks: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -121,6 +122,7 @@ def calibrate(
         round(keyword_mrr, 4),
         len(queries),
         rule,
+        len(chunk_ids),
     )
     KnowledgeBase.objects.filter(pk=knowledge_base.pk, tenant=tenant).update(
         calibrated_vector_weight=vector_weight,

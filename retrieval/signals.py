@@ -14,6 +14,7 @@ from django.dispatch import receiver
 
 from knowledge.models import KnowledgeBase
 from knowledge.signals import knowledge_base_changed
+from retrieval import upkeep
 from retrieval.bm25store import services
 
 
@@ -22,6 +23,9 @@ def queue_bm25_rebuild(sender, knowledge_base_id: int, index_version: int, **kwa
     transaction.on_commit(
         partial(services.queue_invalidate_and_warm, knowledge_base_id, index_version),
         robust=True,
+    )
+    transaction.on_commit(
+        partial(upkeep.queue_settled_calibration, knowledge_base_id, index_version), robust=True
     )
 
 

@@ -3,6 +3,7 @@
 from celery import shared_task
 from django.db import OperationalError
 
+from retrieval import upkeep
 from retrieval.bm25store import services
 
 
@@ -14,3 +15,8 @@ from retrieval.bm25store import services
 )
 def invalidate_and_warm_bm25(knowledge_base_id: int, index_version: int | None = None) -> str:
     return services.invalidate_and_warm(knowledge_base_id, index_version)
+
+
+@shared_task(name="retrieval.calibrate_when_settled")
+def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:
+    return upkeep.calibrate_when_settled(knowledge_base_id, index_version)

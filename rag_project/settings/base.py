@@ -238,3 +238,7 @@ RERANK_MAX_RETRIES = env.int("RERANK_MAX_RETRIES", default=2)
 RAG_RRF_K = env.int("RAG_RRF_K", default=60)
 RAG_MAX_TOP_K = env.int("RAG_MAX_TOP_K", default=100)
 RAG_MAX_QUERY_CHARS = env.int("RAG_MAX_QUERY_CHARS", default=4000)
+# Calibration of fusion weights runs this long after a knowledge base's last change, once it
+# holds at least this many chunks (pseudo-queries from a handful of chunks say little).
+RAG_CALIBRATION_DELAY_S = env.int("RAG_CALIBRATION_DELAY_S", default=60)
+RAG_CALIBRATION_MIN_CHUNKS = env.int("RAG_CALIBRATION_MIN_CHUNKS", default=20)

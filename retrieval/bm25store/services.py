@@ -53,6 +53,9 @@ def invalidate_and_warm(knowledge_base_id: int, index_version: int | None = None
         handle = store.warm(kb)
     except KnowledgeBase.DoesNotExist:
         return "deleted"
+    from retrieval.upkeep import ensure_vector_index_for
+
+    ensure_vector_index_for(kb)
     return f"warmed v{handle.version} from {handle.tier}"
 
 

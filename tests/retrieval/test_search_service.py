@@ -298,4 +298,3 @@ def test_fused_scores_follow_weighted_rrf(manuals):
         )
         assert hit.score == pytest.approx(expected, abs=1e-6)
     assert np.all(np.diff([h.score for h in result.hits]) <= 0)
-
