@@ -44,12 +44,18 @@ def _load(model: str):
             path = resolve_model_path(model)
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            # No progress bars on stderr: workers and commands log, they do not animate.
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError as exc:
                 raise ProviderUnavailable(
                     "sentence-transformers is not installed; pip install -r requirements-local.txt"
                 ) from exc
+            from transformers.utils import logging as transformers_logging
+
+            transformers_logging.disable_progress_bar()
             _models[model] = SentenceTransformer(str(path), device="cpu")
         return _models[model]
 
