@@ -7,9 +7,14 @@ from its own chunks (a window of words of a sampled chunk), every leg searches f
 and a leg is scored by the mean reciprocal rank of the document the query was cut from.
 
 Weights follow the measured MRRs. RRF is sensitive at the top (a tiny weight still reorders
-ranks 1 and 2 of the stronger leg), so a leg that finds the source clearly less often than
+ranks 1 and 2 of the stronger leg), so a leg that finds the source less than half as often as
 the other (MRR below ``DISTRUST_RATIO`` of it) gets weight 0 instead of a small one: fusion
-with a leg that is mostly noise is worse than the good leg alone.
+with a leg that is mostly noise is worse than the good leg alone. Windows cut from the text
+favour the keyword leg (their words are verbatim), so a vector leg that helps on real
+questions still scores below it here: measured with all-MiniLM-L6-v2, scifact's vector leg
+reached 0.71x the keyword MRR (and fusing at the resulting 0.42/0.58 gives 0.719 nDCG@10
+against 0.697 for keyword alone), cmrc2018-dev's English model on Chinese text 0.10x (keyword
+alone: 0.986; any fusion with it loses).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from knowledge.models import Chunk, Document, KnowledgeBase, Tenant
 SAMPLE = 60
 WINDOW_WORDS = 12
 WINDOW_HAN_CHARS = 16
-DISTRUST_RATIO = 0.75
+DISTRUST_RATIO = 0.5
 SEARCH_DEPTH = 20
 _WORD = re.compile(r"\w+")
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
