@@ -242,3 +242,62 @@ RAG_MAX_QUERY_CHARS = env.int("RAG_MAX_QUERY_CHARS", default=4000)
 # holds at least this many chunks (pseudo-queries from a handful of chunks say little).
 RAG_CALIBRATION_DELAY_S = env.int("RAG_CALIBRATION_DELAY_S", default=60)
 RAG_CALIBRATION_MIN_CHUNKS = env.int("RAG_CALIBRATION_MIN_CHUNKS", default=20)
+
+# --- API
+INSTALLED_APPS += ["drf_spectacular"]
+REST_FRAMEWORK = {
+    # Bearer API keys first: a request without credentials then answers 401 with a challenge.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rag_project.api.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "rag_project.api.pagination.Pagination",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rag_project.api.throttling.ApiKeyRateThrottle",
+        "rag_project.api.throttling.SessionUserRateThrottle",
+    ],
+    # Requests per key (api_key) and per signed-in user (user): "600/min", "20/s", "50000/day".
+    "DEFAULT_THROTTLE_RATES": {
+        "api_key": env.str("API_THROTTLE_RATE", default="600/min"),
+        "user": env.str("API_USER_THROTTLE_RATE", default="600/min"),
+    },
+    "EXCEPTION_HANDLER": "rag_project.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "RAG knowledge base API",
+    "DESCRIPTION": "Knowledge bases, documents, chunks, hybrid search and LLM context for one "
+    "tenant, and Dify's External Knowledge API. Authenticate with `Authorization: Bearer "
+    '<API key>`. Every error answers `{"error": {"code", "message", "details"}}` '
+    '(the Dify endpoint answers Dify\'s `{"error_code", "error_msg"}`).',
+    "VERSION": "1.0.0",
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "PATH_CONVERTER_OVERRIDES": {
+        "id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1},
+    },
+    "ENUM_NAME_OVERRIDES": {
+        "DocumentStatusEnum": "knowledge.models.Document.Status",
+        "ApiKeyScopeEnum": "knowledge.models.ApiKey.Scope",
+        "WeightModeEnum": "knowledge.models.KnowledgeBase.WeightMode",
+        "EmbeddingProviderEnum": "knowledge.embeddings.registry.PROVIDERS",
+    },
+}
+# Uploads stream to temporary files on disk (never into memory), at most
+# RAG_MAX_UPLOAD_BYTES + 1 bytes each; RAG_MAX_UPLOAD_FILES files per request.
+FILE_UPLOAD_HANDLERS = ["rag_project.api.uploads.BoundedTemporaryFileUploadHandler"]
+RAG_MAX_UPLOAD_FILES = env.int("RAG_MAX_UPLOAD_FILES", default=20)

@@ -1,0 +1,1 @@
+"""REST endpoints of knowledge: knowledge bases, documents, chunks and API keys."""

@@ -1,0 +1,371 @@
+"""Request and response bodies of the knowledge endpoints."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from knowledge import access
+from knowledge.api.fields import FiniteFloatField, JSONObjectField, id_field
+from knowledge.embeddings.local import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
+from knowledge.embeddings.registry import PROVIDERS
+from knowledge.models import ApiKey, Chunk, Document, KnowledgeBase
+from rag_project.api.schema import ErrorDetailSerializer
+
+# ---------------------------------------------------------------- knowledge bases
+
+
+class EmbeddingSerializer(serializers.Serializer):
+    """The embedding a knowledge base records (and, while it changes, its target)."""
+
+    # The configurable providers; run-time ones (LangChain objects) cannot be chosen remotely.
+    provider = serializers.ChoiceField(choices=PROVIDERS)
+    model = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Model name (openai) or directory (local); empty: the deployment's default.",
+    )
+    dimensions = serializers.IntegerField(
+        min_value=1, max_value=16_000, required=False, allow_null=True, default=None
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        # A local model is a directory on the server: only the deployment chooses those.
+        allowed = {"", LOCAL_DEFAULT_MODEL, settings.EMBEDDING_MODEL}
+        if attrs["provider"] == "local" and attrs.get("model", "") not in allowed:
+            raise serializers.ValidationError(
+                {
+                    "model": f"The local provider uses {LOCAL_DEFAULT_MODEL} or the deployment's "
+                    "EMBEDDING_MODEL; other local models are configured on the server."
+                }
+            )
+        return attrs
+
+
+class EmbeddingStateSerializer(serializers.Serializer):
+    provider = serializers.CharField(source="embedding_provider")
+    model = serializers.CharField(source="embedding_model")
+    dimensions = serializers.IntegerField(source="embedding_dimensions", allow_null=True)
+    migration = serializers.JSONField(
+        source="embedding_migration",
+        allow_null=True,
+        help_text="While a new model re-embeds the chunks: its target and progress.",
+    )
+
+
+class KnowledgeBaseSerializer(serializers.ModelSerializer):
+    embedding = EmbeddingStateSerializer(source="*", read_only=True)
+    document_count = serializers.IntegerField(read_only=True)
+    ready_document_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = KnowledgeBase
+        fields = [
+            "id",
+            "name",
+            "description",
+            "chunk_size",
+            "chunk_overlap",
+            "user_words",
+            "embedding",
+            "weight_mode",
+            "vector_weight",
+            "keyword_weight",
+            "calibrated_vector_weight",
+            "calibrated_keyword_weight",
+            "calibrated_at",
+            "top_k",
+            "candidate_multiplier",
+            "score_threshold",
+            "rerank_enabled",
+            "rerank_top_n",
+            "index_version",
+            "document_count",
+            "ready_document_count",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+def _default(field: str):
+    return KnowledgeBase._meta.get_field(field).default
+
+
+class KnowledgeBaseWriteSerializer(serializers.ModelSerializer):
+    """Create (every field but ``name`` optional) or PATCH (every field optional)."""
+
+    embedding = EmbeddingSerializer(
+        required=False,
+        help_text="At creation: the embedding to record (default: the deployment's). Later: "
+        "re-embeds every chunk in the background; search keeps the old vectors until then.",
+    )
+    user_words = serializers.ListField(
+        child=serializers.CharField(max_length=100),
+        max_length=10_000,
+        required=False,
+        help_text="Domain words the Chinese segmenter keeps whole (changing them re-analyses "
+        "the chunks in the background).",
+    )
+    vector_weight = FiniteFloatField(min_value=0.0, max_value=100.0, required=False)
+    keyword_weight = FiniteFloatField(min_value=0.0, max_value=100.0, required=False)
+    score_threshold = FiniteFloatField(
+        min_value=0.0,
+        max_value=1.0,
+        required=False,
+        allow_null=True,
+        help_text="Hits scoring below it (fused score, 0-1) are dropped.",
+    )
+
+    class Meta:
+        model = KnowledgeBase
+        fields = [
+            "name",
+            "description",
+            "embedding",
+            "chunk_size",
+            "chunk_overlap",
+            "user_words",
+            "weight_mode",
+            "vector_weight",
+            "keyword_weight",
+            "top_k",
+            "candidate_multiplier",
+            "score_threshold",
+            "rerank_enabled",
+            "rerank_top_n",
+        ]
+        extra_kwargs = {
+            "weight_mode": {
+                "help_text": "calibrated: weights measured on the knowledge base's own chunks "
+                "(the fixed ones until measured); fixed: vector_weight and keyword_weight. "
+                "Setting a weight without weight_mode sets it to fixed."
+            },
+            "chunk_size": {"help_text": "Characters per chunk, for documents processed next."},
+        }
+
+    def validate_name(self, value: str) -> str:
+        others = access.knowledge_bases(self.context["tenant"]).filter(name=value)
+        if self.instance is not None:
+            others = others.exclude(pk=self.instance.pk)
+        if others.exists():
+            raise serializers.ValidationError("A knowledge base with this name already exists.")
+        return value
+
+    def _merged(self, attrs: dict, field: str):
+        if field in attrs:
+            return attrs[field]
+        return getattr(self.instance, field) if self.instance is not None else _default(field)
+
+    def validate(self, attrs: dict) -> dict:
+        if self._merged(attrs, "chunk_overlap") >= self._merged(attrs, "chunk_size"):
+            raise serializers.ValidationError(
+                {"chunk_overlap": "chunk_overlap must be smaller than chunk_size."}
+            )
+        if self._merged(attrs, "vector_weight") == 0 and self._merged(attrs, "keyword_weight") == 0:
+            raise serializers.ValidationError(
+                {"vector_weight": "vector_weight and keyword_weight cannot both be 0."}
+            )
+        return attrs
+
+
+# ---------------------------------------------------------------- documents
+
+
+class DocumentSerializer(serializers.ModelSerializer):
+    knowledge_base_id = serializers.IntegerField(read_only=True)
+    replaces_id = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="An upload with replace=true: the earlier document of the same file name it "
+        "replaces once it is ready.",
+    )
+
+    class Meta:
+        model = Document
+        fields = [
+            "id",
+            "knowledge_base_id",
+            "title",
+            "original_filename",
+            "file_type",
+            "size_bytes",
+            "sha256",
+            "status",
+            "progress",
+            "error",
+            "metadata",
+            "chunk_count",
+            "replaces_id",
+            "created_at",
+            "updated_at",
+            "processed_at",
+        ]
+        read_only_fields = fields
+        extra_kwargs = {
+            "progress": {"help_text": "0-100; moves with each embedding request."},
+            "error": {"help_text": "Why processing failed, for the person who uploaded it."},
+        }
+
+
+class DocumentUploadSerializer(serializers.Serializer):
+    files = serializers.ListField(
+        child=serializers.FileField(allow_empty_file=True, use_url=False),
+        min_length=1,
+        max_length=settings.RAG_MAX_UPLOAD_FILES,
+        help_text="One or more files (repeat the form field). Accepted types: .txt, .md, "
+        ".html, .pdf, .docx, .csv; at most RAG_MAX_UPLOAD_BYTES each.",
+    )
+    replace = serializers.BooleanField(
+        default=False,
+        help_text="A file already in the knowledge base is processed again instead of "
+        "refused; an earlier document of the same file name is replaced once the new one is "
+        "ready.",
+    )
+    metadata = JSONObjectField(
+        required=False,
+        default=dict,
+        help_text="Metadata for every uploaded document (and its chunks), usable in search "
+        'filters. Multipart: its JSON text, e.g. {"project": "apollo"}.',
+    )
+
+
+class UploadResultSerializer(serializers.Serializer):
+    file = serializers.CharField(help_text="The file name as uploaded.")
+    outcome = serializers.ChoiceField(choices=["accepted", "duplicate", "refused"])
+    document_id = serializers.IntegerField(
+        allow_null=True, help_text="The created document, or for a duplicate the existing one."
+    )
+    error = ErrorDetailSerializer(allow_null=True)
+
+
+class UploadResponseSerializer(serializers.Serializer):
+    documents = DocumentSerializer(many=True, help_text="The accepted documents (pending).")
+    results = UploadResultSerializer(many=True, help_text="One per file, in upload order.")
+
+
+# ---------------------------------------------------------------- chunks
+
+
+class ChunkSerializer(serializers.ModelSerializer):
+    document_id = serializers.IntegerField(read_only=True)
+    knowledge_base_id = serializers.IntegerField(read_only=True)
+    document_title = serializers.CharField(source="document.title", read_only=True)
+    has_embedding = serializers.SerializerMethodField()
+    tokens = serializers.SerializerMethodField(
+        help_text="The analysed tokens BM25 indexes; null unless include_tokens=true."
+    )
+
+    class Meta:
+        model = Chunk
+        fields = [
+            "id",
+            "document_id",
+            "knowledge_base_id",
+            "document_title",
+            "position",
+            "content",
+            "start_char",
+            "end_char",
+            "page",
+            "heading_path",
+            "metadata",
+            "embedding_model",
+            "embedding_dimensions",
+            "has_embedding",
+            "tokens",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    def get_has_embedding(self, chunk: Chunk) -> bool:
+        return chunk.embedding_dimensions is not None
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField(), allow_null=True))
+    def get_tokens(self, chunk: Chunk) -> list[str] | None:
+        return list(chunk.tokens) if self.context.get("include_tokens") else None
+
+
+# ---------------------------------------------------------------- API keys
+
+
+class ApiKeySerializer(serializers.ModelSerializer):
+    knowledge_base_ids = serializers.SerializerMethodField(
+        help_text="The knowledge bases the key is restricted to; empty: all of the tenant's."
+    )
+    created_by = serializers.SerializerMethodField()
+    is_active = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ApiKey
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "scopes",
+            "knowledge_base_ids",
+            "created_by",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+            "is_active",
+        ]
+        read_only_fields = fields
+        extra_kwargs = {
+            "prefix": {"help_text": "The key's first characters: identifies it, reveals nothing."},
+            "last_used_at": {"help_text": "Recorded at most once a minute."},
+        }
+
+    def get_knowledge_base_ids(self, key: ApiKey) -> list[int]:
+        return sorted(kb.pk for kb in key.knowledge_bases.all())
+
+    def get_created_by(self, key: ApiKey) -> str | None:
+        return key.created_by.get_username() if key.created_by else None
+
+    def get_is_active(self, key: ApiKey) -> bool:
+        return key.revoked_at is None
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    key = serializers.CharField(
+        read_only=True, help_text="The secret key. Shown this once; only its hash is stored."
+    )
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = [*ApiKeySerializer.Meta.fields, "key"]
+        read_only_fields = fields
+
+
+class ApiKeyCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=ApiKey.Scope.choices),
+        min_length=1,
+        max_length=2,
+        default=[ApiKey.Scope.READ],
+        help_text="read: list, retrieve, search. write: create, upload, update, delete.",
+    )
+    knowledge_base_ids = serializers.ListField(
+        child=id_field(),
+        max_length=1000,
+        default=list,
+        help_text="Restrict the key to these knowledge bases; empty: all of the tenant's.",
+    )
+
+    def validate_name(self, value: str) -> str:
+        if access.api_keys(self.context["tenant"]).filter(name=value).exists():
+            raise serializers.ValidationError("An API key with this name already exists.")
+        return value
+
+    def validate_knowledge_base_ids(self, value: list[int]) -> list[KnowledgeBase]:
+        wanted = list(dict.fromkeys(value))
+        found = {
+            kb.pk: kb for kb in access.knowledge_bases(self.context["tenant"]).filter(pk__in=wanted)
+        }
+        missing = [pk for pk in wanted if pk not in found]
+        if missing:
+            raise serializers.ValidationError(f"Knowledge base {missing[0]} not found.")
+        return [found[pk] for pk in wanted]

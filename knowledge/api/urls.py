@@ -1,0 +1,37 @@
+from django.urls import path
+
+from knowledge.api import api_keys, chunks, documents, knowledge_bases
+
+urlpatterns = [
+    path(
+        "knowledge-bases",
+        knowledge_bases.KnowledgeBaseListView.as_view(),
+        name="knowledge-base-list",
+    ),
+    path(
+        "knowledge-bases/<id:pk>",
+        knowledge_bases.KnowledgeBaseDetailView.as_view(),
+        name="knowledge-base-detail",
+    ),
+    path(
+        "knowledge-bases/<id:pk>/documents",
+        documents.DocumentListView.as_view(),
+        name="document-list",
+    ),
+    path(
+        "knowledge-bases/<id:pk>/chunks",
+        chunks.KnowledgeBaseChunksView.as_view(),
+        name="knowledge-base-chunks",
+    ),
+    path("documents/<id:pk>", documents.DocumentDetailView.as_view(), name="document-detail"),
+    path(
+        "documents/<id:pk>/reprocess",
+        documents.DocumentReprocessView.as_view(),
+        name="document-reprocess",
+    ),
+    path("documents/<id:pk>/chunks", chunks.DocumentChunksView.as_view(), name="document-chunks"),
+    path("chunks/<id:pk>", chunks.ChunkDetailView.as_view(), name="chunk-detail"),
+    path("api-keys", api_keys.ApiKeyListView.as_view(), name="api-key-list"),
+    path("api-keys/<id:pk>", api_keys.ApiKeyDetailView.as_view(), name="api-key-detail"),
+    path("api-keys/<id:pk>/revoke", api_keys.ApiKeyRevokeView.as_view(), name="api-key-revoke"),
+]

@@ -1,0 +1,114 @@
+"""Changing a knowledge base's settings, and deleting it with everything it holds.
+
+Retrieval settings (weights, top_k, threshold, rerank...) are read by every search from the
+row, so a change applies to the next search. Chunking settings apply to documents processed
+after the change (reprocess a document to re-chunk it). Domain words re-analyse the stored
+chunks and a new embedding model re-embeds them, both in the background
+(``knowledge.services.reindex``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from knowledge.embeddings import EmbeddingConfig
+from knowledge.models import ApiKey, Document, KnowledgeBase, Tenant
+from knowledge.services.reindex import change_embedding, set_user_words
+
+logger = logging.getLogger(__name__)
+
+SETTINGS_FIELDS = (
+    "name",
+    "description",
+    "chunk_size",
+    "chunk_overlap",
+    "weight_mode",
+    "vector_weight",
+    "keyword_weight",
+    "top_k",
+    "candidate_multiplier",
+    "score_threshold",
+    "rerank_enabled",
+    "rerank_top_n",
+)
+
+
+def update_knowledge_base(
+    *,
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase,
+    changes: dict[str, Any],
+    user_words: list[str] | None = None,
+    embedding: EmbeddingConfig | None = None,
+) -> KnowledgeBase:
+    """Apply ``changes`` (fields of SETTINGS_FIELDS) in one transaction, validated as a whole.
+
+    Giving ``vector_weight`` or ``keyword_weight`` without ``weight_mode`` pins the weights
+    (``weight_mode`` becomes ``fixed``): weights set by hand are meant to be used, and a
+    calibrated knowledge base would otherwise go on using its measured ones.
+    """
+    assert knowledge_base.tenant_id == tenant.pk, "knowledge base of another tenant"
+    unknown = set(changes) - set(SETTINGS_FIELDS)
+    if unknown:
+        raise TypeError(f"not settings of a knowledge base: {', '.join(sorted(unknown))}")
+    changes = dict(changes)
+    if {"vector_weight", "keyword_weight"} & set(changes) and "weight_mode" not in changes:
+        changes["weight_mode"] = KnowledgeBase.WeightMode.FIXED
+    with transaction.atomic():
+        kb = KnowledgeBase.objects.select_for_update().get(pk=knowledge_base.pk, tenant=tenant)
+        for field, value in changes.items():
+            setattr(kb, field, value)
+        kb.full_clean()
+        if changes:
+            kb.save(update_fields=[*changes, "updated_at"])
+        if user_words is not None and _cleaned(user_words) != sorted(kb.user_words):
+            set_user_words(tenant=tenant, knowledge_base=kb, words=user_words)
+        if embedding is not None:
+            change_embedding(tenant=tenant, knowledge_base=kb, config=embedding)
+    kb.refresh_from_db()
+    return kb
+
+
+def delete_knowledge_base(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> None:
+    """Delete a knowledge base with its documents, chunks and BM25 index row; its stored files
+    go after the commit. (``retrieval`` drops the cached index tiers on the same commit: its
+    post_delete receiver calls ``get_store().invalidate``.)
+
+    API keys restricted to this knowledge base alone are revoked with it: an empty restriction
+    means "every knowledge base", so such a key would otherwise gain access to all of them.
+    """
+    assert knowledge_base.tenant_id == tenant.pk, "knowledge base of another tenant"
+    storage = Document._meta.get_field("file").storage
+    with transaction.atomic():
+        kb = KnowledgeBase.objects.select_for_update().get(pk=knowledge_base.pk, tenant=tenant)
+        names = [
+            name
+            for name in Document.objects.filter(knowledge_base=kb).values_list("file", flat=True)
+            if name
+        ]
+        # annotate before filtering on the relation, so the count covers all its rows
+        orphaned = (
+            ApiKey.objects.annotate(restricted_to=Count("knowledge_bases"))
+            .filter(restricted_to=1, knowledge_bases=kb, revoked_at__isnull=True)
+            .values_list("pk", flat=True)
+        )
+        ApiKey.objects.filter(pk__in=list(orphaned)).update(revoked_at=timezone.now())
+        kb.delete()
+        transaction.on_commit(lambda: _delete_files(storage, names))
+
+
+def _cleaned(words: list[str]) -> list[str]:
+    return sorted({w.strip() for w in words if w and w.strip()})
+
+
+def _delete_files(storage, names: list[str]) -> None:
+    for name in names:
+        try:
+            storage.delete(name)
+        except OSError as exc:  # a missing or unreadable file must not undo the deletion
+            logger.warning("could not delete stored file %s: %s", name, exc)

@@ -1,0 +1,70 @@
+"""The OpenAPI schema describes every endpoint, request and response, and Swagger UI shows it."""
+
+import io
+
+import pytest
+import yaml
+from django.core.management import call_command
+from rest_framework.test import APIClient
+
+pytestmark = pytest.mark.django_db
+
+PATHS = {
+    "/api/v1/me": {"get"},
+    "/api/v1/knowledge-bases": {"get", "post"},
+    "/api/v1/knowledge-bases/{id}": {"get", "patch", "delete"},
+    "/api/v1/knowledge-bases/{id}/documents": {"get", "post"},
+    "/api/v1/knowledge-bases/{id}/chunks": {"get"},
+    "/api/v1/knowledge-bases/{id}/search": {"post"},
+    "/api/v1/knowledge-bases/{id}/context": {"post"},
+    "/api/v1/documents/{id}": {"get", "delete"},
+    "/api/v1/documents/{id}/reprocess": {"post"},
+    "/api/v1/documents/{id}/chunks": {"get"},
+    "/api/v1/chunks/{id}": {"get"},
+    "/api/v1/search": {"post"},
+    "/api/v1/context": {"post"},
+    "/api/v1/api-keys": {"get", "post"},
+    "/api/v1/api-keys/{id}": {"get"},
+    "/api/v1/api-keys/{id}/revoke": {"post"},
+    "/api/v1/dify/retrieval": {"post"},
+}
+
+
+@pytest.fixture
+def schema():
+    response = APIClient().get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi")
+    assert response.status_code == 200
+    return yaml.safe_load(response.content)
+
+
+def test_the_schema_is_public_and_lists_every_endpoint(schema):
+    assert schema["openapi"].startswith("3.")
+    assert {path: set(ops) - {"parameters"} for path, ops in schema["paths"].items()} == PATHS
+
+
+def test_every_operation_describes_its_bodies_errors_and_bearer_auth(schema):
+    assert schema["components"]["securitySchemes"]["ApiKeyAuth"]["scheme"] == "bearer"
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            assert {"401", "403", "429"} <= set(responses) or path.endswith("dify/retrieval")
+            assert {"ApiKeyAuth": []} in operation["security"], (method, path)
+            success = [code for code in responses if code.startswith("2")]
+            assert len(success) == 1, (method, path)
+            if success[0] != "204":
+                assert "content" in responses[success[0]], (method, path)
+            if method in ("post", "patch") and not path.endswith(("reprocess", "revoke")):
+                assert "requestBody" in operation, (method, path)
+            for code, response in responses.items():
+                if code.startswith("4") and not path.endswith("dify/retrieval"):
+                    ref = response["content"]["application/json"]["schema"]["$ref"]
+                    assert ref == "#/components/schemas/Error", (method, path, code)
+
+
+def test_the_schema_validates_without_warnings():
+    call_command("spectacular", "--validate", "--fail-on-warn", stdout=io.StringIO())
+
+
+def test_swagger_ui_is_served():
+    response = APIClient().get("/api/docs/")
+    assert response.status_code == 200 and b"swagger" in response.content.lower()
