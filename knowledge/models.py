@@ -98,6 +98,7 @@ class KnowledgeBase(models.Model):
         OPENAI = "openai", "OpenAI-compatible HTTP API"
         LOCAL = "local", "Local sentence-transformers model"
         HASH = "hash", "Hash (deterministic, not semantic: tests and development only)"
+        LANGCHAIN = "langchain", "LangChain Embeddings registered in the process using it"
         NONE = "none", "None (keyword search only)"
 
     class WeightMode(models.TextChoices):

@@ -145,6 +145,13 @@ class RAGService:
         trace.total_ms = _ms(started)
         return SearchResult(hits, trace)
 
+    def get_retriever(self, knowledge_base_id: int, **options):
+        """A LangChain VectorStoreRetriever over one knowledge base: this search with
+        ``options`` (see retrieval.langchain.retriever.get_retriever)."""
+        from retrieval.langchain.retriever import get_retriever
+
+        return get_retriever(self, knowledge_base_id, **options)
+
     @staticmethod
     def format_for_context(hits: list[Hit], max_chars: int = 6000) -> str:
         """Numbered citations and a sources list for an LLM prompt (see retrieval.formatting)."""

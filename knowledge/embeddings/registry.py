@@ -19,7 +19,12 @@ from .base import Embedder, EmbeddingConfig, EmbeddingError, ProviderUnavailable
 logger = logging.getLogger(__name__)
 
 PROVIDERS = ("openai", "local", "hash", "none")
+# Not configured but handed over at run time (retrieval.langchain wraps a LangChain Embeddings),
+# by (model, dimensions): such an embedder exists only in the process that registered it;
+# anywhere else its knowledge base's embedder is ProviderUnavailable.
+RUNTIME_PROVIDER = "langchain"
 _cache: dict[EmbeddingConfig, Embedder] = {}
+_registered: dict[tuple[str, int | None], Embedder] = {}
 _lock = threading.Lock()
 _auto_choice: EmbeddingConfig | None = None
 
@@ -58,7 +63,7 @@ def default_config() -> EmbeddingConfig:
 def resolved(config: EmbeddingConfig) -> EmbeddingConfig:
     """Fill in model and dimension by building the embedder (for openai without a dimension
     setting, the dimension stays unknown until the first answer)."""
-    if config.provider not in PROVIDERS:
+    if config.provider not in (*PROVIDERS, RUNTIME_PROVIDER):
         raise EmbeddingError(
             f"unknown embedding provider {config.provider!r}; choose one of {', '.join(PROVIDERS)}"
         )
@@ -66,6 +71,18 @@ def resolved(config: EmbeddingConfig) -> EmbeddingConfig:
         return EmbeddingConfig(provider="none")
     embedder = get_embedder(config)
     return replace(config, model=embedder.model, dimensions=embedder.dimensions or None)
+
+
+def register_embedder(embedder: Embedder) -> EmbeddingConfig:
+    """Make an embedder object the run-time provider of its model and dimension in this
+    process; returns the configuration a knowledge base records to use it."""
+    with _lock:
+        _registered[(embedder.model, embedder.dimensions)] = embedder
+        for config in [c for c in _cache if c.provider == RUNTIME_PROVIDER]:
+            del _cache[config]
+    return EmbeddingConfig(
+        provider=RUNTIME_PROVIDER, model=embedder.model, dimensions=embedder.dimensions
+    )
 
 
 def get_embedder(config: EmbeddingConfig) -> Embedder | None:
@@ -93,6 +110,14 @@ def _build(config: EmbeddingConfig) -> Embedder:
         from .openai import OpenAIEmbedder
 
         return OpenAIEmbedder(config)
+    if config.provider == RUNTIME_PROVIDER:
+        embedder = _registered.get((config.model, config.dimensions))
+        if embedder is None:
+            raise ProviderUnavailable(
+                f"the LangChain embeddings {config.model!r} are not registered in this process; "
+                "they exist only where retrieval.langchain was given them"
+            )
+        return embedder
     raise EmbeddingError(f"unknown embedding provider {config.provider!r}")
 
 
