@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint services-start services-stop services-status clean
+.PHONY: run test install browsers lint services-start services-stop services-status clean
 
 $(STAMP): requirements.txt requirements-local.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,9 +18,16 @@ install: $(STAMP)
 run: install
 	$(PY) manage.py run
 
+## Debian's Chromium (and a CJK font for readable screenshots) for the admin's browser tests:
+## Playwright drives it and downloads nothing. Needs root (apt); skipped when already there.
+browsers:
+	@if [ ! -x /usr/bin/chromium ] || ! fc-list :lang=zh 2>/dev/null | grep -q .; then \
+		apt-get update && apt-get install -y chromium fonts-wqy-microhei; \
+	fi
+
 ## The whole suite against the real (embedded) PostgreSQL and Redis. Embedded services that
 ## the suite started are stopped afterwards; ones already running (make run) are left alone.
-test: install
+test: install browsers
 	$(PY) -m ruff check .
 	@if $(PY) -m rag_project.embedded check; then keep=1; else keep=; fi; \
 	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS); rc=$$?; \

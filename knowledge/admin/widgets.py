@@ -1,0 +1,45 @@
+"""HTML fragments shared by the admin pages. Status, progress and chunk count carry
+``data-doc`` and ``data-field`` so that status.js can keep them current."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from django.utils.html import format_html
+
+from knowledge.models import Document, KnowledgeBase
+
+
+def documents_url(kb: KnowledgeBase) -> str:
+    """The documents list filtered to one knowledge base."""
+    return reverse("admin:knowledge_document_changelist") + f"?knowledge_base__id__exact={kb.pk}"
+
+
+def status_badge(document: Document) -> str:
+    """The status badge and, for a failed document, its error; kept current by status.js."""
+    return format_html(
+        '<span class="kb-badge kb-{}" data-doc="{}" data-field="status" data-status="{}">{}'
+        '</span><div class="kb-error" data-doc="{}" data-field="error">{}</div>',
+        document.status,
+        document.pk,
+        document.status,
+        document.get_status_display(),
+        document.pk,
+        document.error if document.status == Document.Status.FAILED else "",
+    )
+
+
+def progress_bar(document: Document) -> str:
+    return format_html(
+        '<div class="kb-progress" data-doc="{}" data-field="progress" title="{}%">'
+        '<div class="kb-progress-bar" style="width: {}%"></div><span>{}%</span></div>',
+        document.pk,
+        document.progress,
+        document.progress,
+        document.progress,
+    )
+
+
+def chunk_count(document: Document) -> str:
+    return format_html(
+        '<span data-doc="{}" data-field="chunk_count">{}</span>', document.pk, document.chunk_count
+    )
