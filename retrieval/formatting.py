@@ -20,8 +20,9 @@ def _label(hit: Hit) -> str:
     parts = [hit.document_title or hit.original_filename or f"document {hit.document_id}"]
     if hit.page is not None:
         parts.append(f"p. {hit.page}")
-    if hit.heading_path:
-        parts.append(" > ".join(hit.heading_path))
+    headings = [h for h in hit.heading_path if h != parts[0]]  # an H1 often repeats the title
+    if headings:
+        parts.append(" > ".join(headings))
     return ", ".join(parts)
 
 

@@ -146,7 +146,9 @@ def _embed(document_id: int, kb: KnowledgeBase, texts: list[str]) -> list[list[f
 def _store(document: Document, kb: KnowledgeBase, chunks: list[Chunk]) -> str:
     with transaction.atomic():
         # Lock the KB row first (as delete does) so concurrent changes bump versions in order.
-        locked_kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
+        locked_kb = KnowledgeBase.objects.select_for_update().filter(pk=kb.pk).first()
+        if locked_kb is None:
+            return "superseded"  # the knowledge base was deleted while this document ran
         current = Document.objects.select_for_update().filter(pk=document.pk).first()
         if current is None or current.status in Status.final():
             return "superseded"  # deleted meanwhile, or another run finished first

@@ -44,3 +44,16 @@ def test_tool_output_is_compact_and_bounded():
     assert out.startswith("Found 7 relevant chunks; showing 2.")
     assert "text 1" in out and "text 2" in out and "text 3" not in out
     assert format_for_tool_output([]) == "No relevant documents were found in the knowledge base."
+
+
+def test_a_heading_that_repeats_the_title_is_not_repeated():
+    repeated = Hit(
+        chunk_id=1,
+        document_id=1,
+        knowledge_base_id=1,
+        document_title="Pump handbook",
+        content="x",
+        score=1.0,
+        heading_path=["Pump handbook", "Seals"],
+    )
+    assert format_for_context([repeated]).startswith("[1] Pump handbook, Seals\n")
