@@ -1,5 +1,5 @@
-"""The examples of docs/LANGCHAIN.md, run exactly as written, so the documentation cannot
-drift: the agent-side one in a separate process without Django, against the live API."""
+"""The examples of the README's LangChain section, run exactly as written, so the documentation
+cannot drift: the agent-side one in a separate process without Django, against the live API."""
 
 import re
 import subprocess
@@ -13,12 +13,13 @@ from tests.conftest import REPO, subprocess_env
 from tests.factories import TenantFactory
 from tests.langchain.conftest import make_manuals
 
-DOCS = REPO / "docs" / "LANGCHAIN.md"
+DOCS = REPO / "README.md"
 NO_DJANGO = "\nimport sys\nassert not [m for m in sys.modules if m.split('.')[0] == 'django']\n"
 
 
 def examples() -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```$", DOCS.read_text(), flags=re.S | re.M)
+    section = DOCS.read_text().split("\n## LangChain\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
 
 
 def test_the_agent_side_example_runs_in_an_agents_process(search_api, tenant):
