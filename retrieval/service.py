@@ -46,6 +46,7 @@ from retrieval.vector import cached_query_embedding, vector_search
 logger = logging.getLogger(__name__)
 
 VECTOR, KEYWORD = "vector", "keyword"
+HYDRATE_MARGIN = 5
 
 
 class KnowledgeBaseNotFound(LookupError):
@@ -132,7 +133,10 @@ class RAGService:
             self._run_legs(query, plan, options, trace)
             prefix = f"knowledge base {plan.kb.pk}: " if len(plans) > 1 else ""
             trace.fallbacks.extend(prefix + f for f in plan.trace["fallbacks"])
-        hits = self._fuse_and_hydrate(plans, trace)
+        # Threshold and top_k cut the fused order from the top, and rerank reorders only its
+        # head, so hits past that many can never be returned: they are not hydrated.
+        wanted = max(top_k, *(p.rerank_top_n for p in plans if p.rerank), 0)
+        hits = self._fuse_and_hydrate(plans, trace, wanted)
         hits = self._maybe_rerank(query, hits, plans, trace)
         threshold = options.score_threshold
         if threshold is None and len(plans) == 1:
@@ -140,6 +144,8 @@ class RAGService:
         if threshold is not None:
             hits = [hit for hit in hits if hit.score >= threshold]
         hits = hits[:top_k]
+        for plan in plans:
+            plan.trace["hits"] = sum(1 for h in hits if h.knowledge_base_id == plan.kb.pk)
         trace.results = len(hits)
         trace.knowledge_bases = [plan.trace for plan in plans]
         trace.total_ms = _ms(started)
@@ -286,7 +292,7 @@ class RAGService:
             return "BM25 unavailable"
         started = time.perf_counter()
         try:
-            handle = self.store.get(kb)
+            handle = self.store.get(kb, fresh=True)  # kb was read at the start of this search
         except KnowledgeBase.DoesNotExist:
             raise KnowledgeBaseNotFound(f"knowledge base {kb.pk} not found") from None
         except Exception:  # the keyword leg failing must not fail the search
@@ -352,7 +358,8 @@ class RAGService:
 
     # ------------------------------------------------------------------ fusion, hydration
 
-    def _fuse_and_hydrate(self, plans: list[_Plan], trace: Trace) -> list[Hit]:
+    def _fuse_and_hydrate(self, plans: list[_Plan], trace: Trace, wanted: int) -> list[Hit]:
+        """The first ``wanted`` fused candidates that hydrate (fewer if the legs found fewer)."""
         started = time.perf_counter()
         owner: dict[int, _Plan] = {}
         vector: list[tuple[float, int]] = []
@@ -389,37 +396,43 @@ class RAGService:
         )
         similarity = dict((c, s) for s, c in vector)
         bm25 = dict((c, s) for s, c in keyword)
+        kb_ids = [p.kb.pk for p in plans]
         items = fused.top()
-        rows = self._hydrate([item.id for item in items], [p.kb.pk for p in plans])
         hits: list[Hit] = []
-        for item in items:
-            row = rows.get(item.id)
-            if row is None:
-                continue  # deleted, reprocessing, or not this tenant's: never returned
-            hits.append(
-                Hit(
-                    chunk_id=item.id,
-                    document_id=row.document_id,
-                    knowledge_base_id=row.knowledge_base_id,
-                    document_title=row.document.title,
-                    original_filename=row.document.original_filename,
-                    content=row.content,
-                    score=round(item.score / best, 6),
-                    vector_similarity=similarity.get(item.id),
-                    vector_rank=item.ranks.get(VECTOR),
-                    bm25_score=bm25.get(item.id),
-                    bm25_rank=item.ranks.get(KEYWORD),
-                    page=row.page,
-                    start_char=row.start_char,
-                    end_char=row.end_char,
-                    heading_path=list(row.heading_path),
-                    metadata=row.metadata,
-                    position=row.position,
-                )
+        start = 0
+        while len(hits) < wanted and start < len(items):
+            # A margin for rows that no longer hydrate; another round only if more vanished.
+            batch = items[start : start + wanted - len(hits) + HYDRATE_MARGIN]
+            start += len(batch)
+            rows = self._hydrate([item.id for item in batch], kb_ids)
+            hits.extend(
+                self._hit(item, rows[item.id], best, similarity, bm25)
+                for item in batch
+                if item.id in rows  # else deleted, reprocessing, or not this tenant's
             )
-        for plan in plans:
-            plan.trace["hits"] = sum(1 for h in hits if h.knowledge_base_id == plan.kb.pk)
-        return hits
+        return hits[:wanted]
+
+    @staticmethod
+    def _hit(item, row: Chunk, best: float, similarity: dict, bm25: dict) -> Hit:
+        return Hit(
+            chunk_id=item.id,
+            document_id=row.document_id,
+            knowledge_base_id=row.knowledge_base_id,
+            document_title=row.document.title,
+            original_filename=row.document.original_filename,
+            content=row.content,
+            score=round(item.score / best, 6),
+            vector_similarity=similarity.get(item.id),
+            vector_rank=item.ranks.get(VECTOR),
+            bm25_score=bm25.get(item.id),
+            bm25_rank=item.ranks.get(KEYWORD),
+            page=row.page,
+            start_char=row.start_char,
+            end_char=row.end_char,
+            heading_path=list(row.heading_path),
+            metadata=row.metadata,
+            position=row.position,
+        )
 
     def _hydrate(self, chunk_ids: list[int], kb_ids: list[int]) -> dict[int, Chunk]:
         if not chunk_ids:

@@ -66,6 +66,14 @@ def ensure_vector_index(dimensions: int) -> bool:
         return not exists
 
 
+EF_SEARCH_MIN = 40
+
+
+def ef_search(limit: int) -> int:
+    """The HNSW candidate list size for a search wanting ``limit`` rows."""
+    return max(EF_SEARCH_MIN, int(limit))
+
+
 def vector_search(
     *,
     tenant_id: int,
@@ -89,9 +97,12 @@ def vector_search(
         "ORDER BY distance LIMIT %s"
     )
     with transaction.atomic(), connection.cursor() as cursor:
-        # SET LOCAL: these scan settings end with this transaction.
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(max(40, limit))])
+        # SET LOCAL: these scan settings end with this transaction (one round trip for both;
+        # ef_search is an int, so it can be part of the statement).
+        cursor.execute(
+            "SET LOCAL hnsw.iterative_scan = relaxed_order; "
+            f"SET LOCAL hnsw.ef_search = {ef_search(limit)}"
+        )
         cursor.execute(sql, [literal, tenant_id, knowledge_base_id, model, *params, limit])
         rows = cursor.fetchall()
     # relaxed_order may return slightly out of order: sort exactly, ties by chunk id.
@@ -115,8 +126,20 @@ def _query_key(provider: str, model: str, dimensions: int | None, query: str) ->
     return f"rag:qemb:{provider}:{model}:{dimensions or 0}:{digest}"
 
 
+_clients: dict[str, redis.Redis] = {}
+
+
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5)
+    """One client (and connection pool) per URL for the life of the process: a new client per
+    search paid a connection set-up on every query. redis-py pools are thread-safe and start
+    afresh in a forked child."""
+    url = settings.REDIS_URL
+    client = _clients.get(url)
+    if client is None:
+        client = _clients.setdefault(
+            url, redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        )
+    return client
 
 
 def cached_query_embedding(embedder, query: str) -> tuple[list[float], bool]:

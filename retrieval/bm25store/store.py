@@ -5,9 +5,10 @@ from the chunk tokens stored at ingestion. A hit promotes upward (an L3 hit fill
 build fills all three).
 
 Every ``get`` first reads the KB's current ``index_version`` from PostgreSQL (one primary-key
-lookup) and accepts an entry from any tier only if it is at least that version. An invalidation
-in the worker therefore reaches every web process's L1 without any message: their next get
-sees the bumped version and skips the old entry.
+lookup; skipped with ``fresh=True`` when the caller has just read the KB row) and accepts an
+entry from any tier only if it is at least that version. An invalidation in the worker
+therefore reaches every web process's L1 without any message: their next get sees the bumped
+version and skips the old entry.
 
 A payload from L2 or L3 whose HMAC does not check out is never unpickled: it is deleted from
 that tier, logged on ``rag.security``, and the store carries on to the next tier or rebuilds.
@@ -107,10 +108,15 @@ class BM25Store:
         """Builds this store has run (for tests and metrics)."""
         return self._build_count
 
-    def get(self, knowledge_base: KnowledgeBase) -> IndexHandle:
+    def get(self, knowledge_base: KnowledgeBase, *, fresh: bool = False) -> IndexHandle:
         """The KB's index at (at least) its current version. Raises KnowledgeBase.DoesNotExist
-        when the KB is gone (or is not the tenant's the instance says)."""
-        return self._get(knowledge_base, fill_l1=True)
+        when the KB is gone (or is not the tenant's the instance says).
+
+        ``fresh=True`` says the instance was read from the database by the caller's current
+        request (as RAGService does at the start of every search), so its ``index_version``
+        is the current one and the lookup is skipped: it would read the same row again a few
+        milliseconds later."""
+        return self._get(knowledge_base, fill_l1=True, fresh=fresh)
 
     def warm(self, knowledge_base: KnowledgeBase) -> IndexHandle:
         """Like get, but leaves this process's L1 alone: the worker prepares L2 and L3 for the
@@ -126,12 +132,14 @@ class BM25Store:
 
     # ------------------------------------------------------------------ reading
 
-    def _get(self, knowledge_base: KnowledgeBase, fill_l1: bool) -> IndexHandle:
+    def _get(
+        self, knowledge_base: KnowledgeBase, fill_l1: bool, fresh: bool = False
+    ) -> IndexHandle:
         started = time.perf_counter()
         attempt = _Attempt(
             knowledge_base,
             identity_of(knowledge_base),
-            current_version(knowledge_base),
+            knowledge_base.index_version if fresh else current_version(knowledge_base),
             fill_l1,
             started,
         )

@@ -10,6 +10,9 @@ renderer. ``--json`` prints exactly one JSON object (the dict); without it, the 
   tenant and knowledge base that are deleted at the end.
 - ``fusion [--candidates N]``: weighted RRF of N + N candidates (p50 in microseconds), against
   the textbook dict-and-sort implementation, checking both give the same order.
+- ``search --chunks N``, ``load --clients C --seconds S``, ``ingest --docs N`` and
+  ``growth --sizes ...``: search latency and recall at scale, the HTTP API under load,
+  ingestion through Celery workers, cost against corpus size (``retrieval/benchmarks/``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ from django.db import ProgrammingError
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import KnowledgeBase, Tenant
 from knowledge.services.knowledge_bases import create_knowledge_base
+from retrieval.benchmarks.growth import add_growth_arguments, bench_growth, growth_table
+from retrieval.benchmarks.ingest import add_ingest_arguments, bench_ingest, ingest_table
+from retrieval.benchmarks.load import add_load_arguments, bench_load, load_table
+from retrieval.benchmarks.search import add_search_arguments, bench_search, search_table
 from retrieval.bm25 import BM25Index
 from retrieval.bm25.bench import run_bm25_benchmark
 from retrieval.bm25.synthetic import zipf_corpus
@@ -229,6 +236,30 @@ BENCHMARKS: dict[str, Benchmark] = {
         add_fusion_arguments,
         bench_fusion,
         _fusion_table,
+    ),
+    "search": Benchmark(
+        "service-level search latency and vector recall on N synthetic chunks",
+        add_search_arguments,
+        bench_search,
+        search_table,
+    ),
+    "load": Benchmark(
+        "C concurrent clients searching the HTTP API (gunicorn, production settings)",
+        add_load_arguments,
+        bench_load,
+        load_table,
+    ),
+    "ingest": Benchmark(
+        "end-to-end ingestion of N generated documents through real Celery workers",
+        add_ingest_arguments,
+        bench_ingest,
+        ingest_table,
+    ),
+    "growth": Benchmark(
+        "search at several corpus sizes: latency, build time and memory, with a plot",
+        add_growth_arguments,
+        bench_growth,
+        growth_table,
     ),
 }
 

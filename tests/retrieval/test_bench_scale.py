@@ -1,0 +1,84 @@
+"""``manage.py bench search | ingest | load | growth`` at tiny sizes: one JSON object each, with
+every figure the README quotes and sane values. No timing is asserted: the machine is shared."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+
+from knowledge.embeddings.hashing import HashEmbedder
+from knowledge.models import Chunk, KnowledgeBase, Tenant
+from retrieval.benchmarks import corpus
+from retrieval.benchmarks.search import recall_at
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def bench(*args: str) -> dict:
+    out = io.StringIO()
+    call_command("bench", *args, "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def counts() -> tuple[int, int, int]:
+    return Tenant.objects.count(), KnowledgeBase.objects.count(), Chunk.objects.count()
+
+
+def test_bench_search_measures_three_modes_recall_and_the_peers():
+    before = counts()
+    result = bench("search", "--chunks", "500", "--queries", "10", "--recall-queries", "5")
+
+    assert result["chunks"] == 500 and result["other_chunks"] == 1000
+    for key in ("hybrid", "keyword", "vector"):
+        assert 0 < result[f"{key}_p50_ms"] <= result[f"{key}_p99_ms"]
+    assert 0 <= result["vector_recall_at_10"] <= 1
+    assert result["exact_scan_p50_ms"] > 0 and result["rank_bm25_query_p50_ms"] > 0
+    assert result["embedding_check_max_diff"] < 1e-6  # bulk vectors = HashEmbedder's
+    assert result["bm25_tier_first_get"] == "build" and result["bm25_index_bytes"] > 0
+    assert counts() == before  # the throwaway tenants are gone with their chunks
+
+
+def test_synthetic_chunks_hold_what_ingestion_would_store():
+    vocab = corpus.Vocabulary.build(size=2000)
+    text = " ".join(vocab.words[:50])
+    from knowledge.analysis import get_analyzer
+
+    assert get_analyzer().tokens(text) == vocab.tokens[:50].tolist()
+    lengths = np.array([50])
+    bulk = corpus.embed_batch(vocab, lengths, np.arange(50))
+    assert np.allclose(bulk[0], HashEmbedder(384).embed_documents([text])[0], atol=1e-6)
+    assert any(not w.isascii() for w in vocab.words.tolist())  # Chinese words too
+
+
+def test_recall_counts_ties_with_the_kth_as_found():
+    exact = [(1, 0.9), (2, 0.5), (3, 0.5)]
+    assert recall_at([(1, 0.9), (3, 0.5)], exact[:2], 2) == 1.0
+    assert recall_at([(1, 0.9), (7, 0.1)], exact[:2], 2) == 0.5
+    assert recall_at([], [], 10) == 1.0
+
+
+def test_bench_ingest_runs_real_workers_to_ready():
+    before = counts()
+    result = bench("ingest", "--docs", "20")
+    assert result["docs"] == 20 and result["failed"] == 0
+    assert result["chunks"] >= 20 and result["chunks_per_s"] > 0
+    assert counts() == before
+
+
+def test_bench_load_serves_every_request():
+    result = bench("load", "--clients", "2", "--seconds", "2", "--warmup", "1", "--chunks", "500")
+    assert result["errors"] == 0, result["error_samples"]
+    assert result["requests"] > 0 and result["rps"] > 0
+    assert 0 < result["p50_ms"] <= result["p99_ms"]
+
+
+def test_bench_growth_tabulates_each_size_and_plots(tmp_path):
+    png = tmp_path / "growth.png"
+    result = bench(
+        "growth", "--sizes", "200,400", "--queries", "5", "--recall-queries", "3",
+        "--rank-bm25-queries", "1", "--plot", str(png),
+    )  # fmt: skip
+    assert [row["chunks"] for row in result["rows"]] == [200, 400]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
