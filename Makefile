@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install browsers lint services-start services-stop services-status clean
+.PHONY: run test reliability install browsers lint services-start services-stop services-status clean
 
 $(STAMP): requirements.txt requirements-local.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,23 @@ browsers:
 test: install browsers
 	$(PY) -m ruff check .
 	@if $(PY) -m rag_project.embedded check; then keep=1; else keep=; fi; \
-	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not reliability" $(PYTEST_ARGS); rc=$$?; \
+	if [ -z "$$keep" ]; then $(PY) -m rag_project.embedded stop > /dev/null; fi; \
+	exit $$rc
+
+## Fault and load suites (docs/RELIABILITY.md): each fault test starts and stops its own
+## PostgreSQL, Redis, gunicorn and workers under /tmp; the worker-kill and BM25 tamper and
+## invalidation tests run against the shared embedded services. Ends with a table.
+## RAG_LOAD_SECONDS (default 60) sets the length of the load test.
+RELIABILITY_TESTS := tests/reliability/faults tests/reliability/test_load.py \
+	tests/knowledge/test_ingestion_worker.py tests/retrieval/test_bm25_invalidation.py \
+	tests/retrieval/test_bm25_store.py
+RELIABILITY_K := not test_bm25_store or tampered or exploit or redis_is_down or another_kb
+reliability: install
+	@if $(PY) -m rag_project.embedded check; then keep=1; else keep=; fi; \
+	PYTHONPATH=$(CURDIR) RAG_LOAD_SECONDS=$${RAG_LOAD_SECONDS:-60} \
+		$(PY) -m pytest -p tests.reliability.report \
+		-k "$(RELIABILITY_K)" $(RELIABILITY_TESTS) $(PYTEST_ARGS); rc=$$?; \
 	if [ -z "$$keep" ]; then $(PY) -m rag_project.embedded stop > /dev/null; fi; \
 	exit $$rc
 

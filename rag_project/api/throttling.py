@@ -13,6 +13,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from knowledge.models import ApiKey
 
 logger = logging.getLogger(__name__)
+_redis_down = False
 
 
 class _SettingsRateThrottle(SimpleRateThrottle):
@@ -22,12 +23,20 @@ class _SettingsRateThrottle(SimpleRateThrottle):
 
     def allow_request(self, request, view) -> bool:
         # With Redis down, searches keep answering from PostgreSQL; so must the rate limiter:
-        # it lets the request through (logged) rather than failing it with a 500.
+        # it lets the request through rather than failing it with a 500, and says so once per
+        # outage, not once per request.
+        global _redis_down
         try:
-            return super().allow_request(request, view)
+            allowed = super().allow_request(request, view)
         except redis.RedisError as exc:
-            logger.warning("rate limit not applied: Redis unavailable (%s)", exc)
+            if not _redis_down:
+                logger.warning("rate limits not applied while Redis is unavailable (%s)", exc)
+                _redis_down = True
             return True
+        if _redis_down:
+            logger.warning("Redis is back: rate limits apply again")
+            _redis_down = False
+        return allowed
 
 
 class ApiKeyRateThrottle(_SettingsRateThrottle):
