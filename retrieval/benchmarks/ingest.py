@@ -120,7 +120,10 @@ def _workers(count: int):
 
     prefix = f"bench-ingest-{os.getpid()}-{time.monotonic_ns()}"
     env = dict(os.environ)
-    env["DJANGO_SETTINGS_MODULE"] = settings.SETTINGS_MODULE
+    # override_settings (tests) hides SETTINGS_MODULE; the environment always names it.
+    env["DJANGO_SETTINGS_MODULE"] = (
+        os.environ.get("DJANGO_SETTINGS_MODULE") or settings.SETTINGS_MODULE
+    )
     env["RAG_TEST_DB_NAME"] = connection.settings_dict["NAME"]  # read by the test profile only
     env["PYTHONPATH"] = str(REPO)
     command = [sys.executable, "-m", "celery", "-A", "rag_project", "worker", "--pool=solo"]
