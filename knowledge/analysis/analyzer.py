@@ -32,8 +32,6 @@ output, so stored tokens are re-analysed rather than silently mismatching new qu
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -75,7 +73,7 @@ def _english_stem() -> Callable[[str], str]:
 
 @dataclass(frozen=True)
 class AnalyzerConfig:
-    """The choices that change an analyser's output; all of it goes into its fingerprint."""
+    """The choices that change an analyser's output."""
 
     stem: bool = True
     stopwords: bool = True
@@ -99,18 +97,6 @@ class Analyzer:
 
     def __repr__(self) -> str:
         return f"Analyzer({self.config!r})"
-
-    @property
-    def fingerprint(self) -> str:
-        """``ANALYZER_VERSION`` plus a digest of the effective configuration.
-
-        Two analysers with the same fingerprint turn any text into the same tokens (given the
-        same jieba), so stored tokens whose fingerprint differs from the knowledge base's current
-        analyser need re-analysis, for instance after its user words changed.
-        """
-        words = self._user_words.words if self._user_words else ()
-        config = json.dumps([self.config.stem, self.config.stopwords, list(words)])
-        return f"{ANALYZER_VERSION}-{hashlib.sha256(config.encode()).hexdigest()[:12]}"
 
     def tokens(self, text: str) -> list[str]:
         """The tokens of any text, a document's or a query's."""

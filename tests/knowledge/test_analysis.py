@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from knowledge.analysis import (
-    ANALYZER_VERSION,
     MAX_TOKEN_CHARS,
     Analyzer,
     AnalyzerConfig,
@@ -259,14 +258,6 @@ def test_get_analyzer_is_shared_per_distinct_word_set():
     assert get_analyzer() is get_analyzer([])
     with pytest.raises(TypeError):
         get_analyzer("石墨烯电池")
-
-
-def test_fingerprint_tracks_version_and_user_words():
-    default = get_analyzer().fingerprint
-    assert default.startswith(f"{ANALYZER_VERSION}-")
-    assert Analyzer().fingerprint == default
-    assert get_analyzer(["石墨烯电池"]).fingerprint != default
-    assert Analyzer(AnalyzerConfig(stem=False)).fingerprint != default
 
 
 # --- jieba loading -------------------------------------------------------------------------
