@@ -124,14 +124,9 @@ def _build(config: EmbeddingConfig) -> Embedder:
 def config_for_knowledge_base(kb) -> EmbeddingConfig:
     """The recorded configuration of a knowledge base, with the deployment's connection
     settings (URL, key, timeouts) for the openai provider."""
-    base = settings_config()
-    return EmbeddingConfig(
-        provider=kb.embedding_provider,
-        model=kb.embedding_model,
-        dimensions=kb.embedding_dimensions,
-        base_url=base.base_url,
-        api_key=base.api_key,
-        timeout_s=base.timeout_s,
-        batch_size=base.batch_size,
-        max_retries=base.max_retries,
-    )
+    return with_model(kb.embedding_provider, kb.embedding_model, kb.embedding_dimensions)
+
+
+def with_model(provider: str, model: str, dimensions: int | None) -> EmbeddingConfig:
+    """A provider, model and dimension with the deployment's connection settings."""
+    return replace(settings_config(), provider=provider, model=model, dimensions=dimensions)

@@ -15,8 +15,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from knowledge.analysis import ANALYZER_VERSION, get_analyzer
-from knowledge.embeddings import EmbeddingConfig, config_for_knowledge_base, get_embedder
-from knowledge.embeddings.registry import resolved
+from knowledge.embeddings import EmbeddingConfig, get_embedder
+from knowledge.embeddings.registry import resolved, with_model
 from knowledge.models import Chunk, Document, KnowledgeBase, StagedEmbedding, Tenant
 from knowledge.services.knowledge_bases import bump_index_version
 
@@ -122,17 +122,7 @@ def _target(kb: KnowledgeBase) -> EmbeddingConfig | None:
     migration = kb.embedding_migration
     if not migration:
         return None
-    base = config_for_knowledge_base(kb)
-    return EmbeddingConfig(
-        provider=migration["provider"],
-        model=migration["model"],
-        dimensions=migration["dimensions"],
-        base_url=base.base_url,
-        api_key=base.api_key,
-        timeout_s=base.timeout_s,
-        batch_size=base.batch_size,
-        max_retries=base.max_retries,
-    )
+    return with_model(migration["provider"], migration["model"], migration["dimensions"])
 
 
 def reembed_knowledge_base(knowledge_base_id: int) -> str:
