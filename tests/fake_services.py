@@ -10,7 +10,6 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -32,101 +31,16 @@ def fake_vector(text: str, dimensions: int) -> list[float]:
     return [v / norm for v in raw]
 
 
-class FakeEmbeddingsServer:
-    """``POST /v1/embeddings`` as OpenAI defines it. ``script`` answers are used first, in
-    order; afterwards every request gets a correct answer."""
+class ScriptedServer:
+    """A real HTTP server on 127.0.0.1 that answers POSTs and records them. Answers in
+    ``script`` are used first, in order; afterwards every request gets ``default``. A scripted
+    answer with a body is sent as it is; without one, the subclass's ``respond`` writes it."""
 
-    def __init__(self, dimensions: int = 8) -> None:
-        self.dimensions = dimensions
-        self.script: list[Scripted] = []
-        self.requests: list[dict] = []
-        self.on_request: Callable[[dict], None] | None = None
-        server = self
+    path: str | None = None  # the one path served (any other answers 404); None: every path
+    prefix = ""  # what base_url adds to the address
+    default = Scripted()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # keep test output clean
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                payload = json.loads(self.rfile.read(length) or b"{}")
-                server.requests.append(
-                    {"path": self.path, "json": payload, "auth": self.headers.get("Authorization")}
-                )
-                answer = server.script.pop(0) if server.script else Scripted()
-                if answer.delay_s:
-                    time.sleep(answer.delay_s)
-                if self.path.rstrip("/") != "/v1/embeddings":
-                    answer = Scripted(status=404, body=b'{"error": "not found"}')
-                body = answer.body
-                if body is None:
-                    if answer.status == 200:
-                        inputs = payload["input"]
-                        inputs = [inputs] if isinstance(inputs, str) else inputs
-                        dims = payload.get("dimensions") or server.dimensions
-                        body = json.dumps(
-                            {
-                                "object": "list",
-                                "model": payload.get("model"),
-                                "data": [
-                                    {
-                                        "object": "embedding",
-                                        "index": i,
-                                        "embedding": fake_vector(text, dims),
-                                    }
-                                    for i, text in enumerate(inputs)
-                                ],
-                                "usage": {"prompt_tokens": 1, "total_tokens": 1},
-                            }
-                        ).encode()
-                    else:
-                        body = json.dumps(
-                            {"error": {"message": f"status {answer.status}"}}
-                        ).encode()
-                try:
-                    self.send_response(answer.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    for key, value in answer.headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):  # the client timed out first
-                    pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def __enter__(self) -> FakeEmbeddingsServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-
-def fake_relevance(query: str, text: str) -> float:
-    """A deterministic stand-in for a cross-encoder's score, in [0, 1)."""
-    digest = hashlib.sha256(f"{query}\x00{text}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") / 2**32
-
-
-class FakeRerankServer:
-    """``POST /rerank`` as Cohere and Jina define it (``style="cohere"`` or ``"jina"``, served
-    under ``/v1`` like the real hosts) or as text-embeddings-inference does (``style="tei"``, at
-    the root). Correct answers are sorted by score, best first, as the real APIs sort them.
-    ``script`` answers are used first, in order; afterwards every request gets a correct one."""
-
-    def __init__(self, style: str = "cohere") -> None:
-        self.style = style
-        self.prefix = "" if style == "tei" else "/v1"
+    def __init__(self) -> None:
         self.script: list[Scripted] = []
         self.requests: list[dict] = []
         server = self
@@ -136,22 +50,17 @@ class FakeRerankServer:
                 pass
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                payload = json.loads(self.rfile.read(length) or b"{}")
-                server.requests.append(
-                    {"path": self.path, "json": payload, "auth": self.headers.get("Authorization")}
-                )
-                answer = server.script.pop(0) if server.script else Scripted()
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                server.requests.append(server.record(self.path, raw, self.headers))
+                answer = server.script.pop(0) if server.script else server.default
                 if answer.delay_s:
                     time.sleep(answer.delay_s)
-                if self.path.rstrip("/") != f"{server.prefix}/rerank":
+                if server.path is not None and self.path.rstrip("/") != server.path:
                     answer = Scripted(status=404, body=b'{"message": "not found"}')
                 body = answer.body
                 if body is None:
-                    if answer.status == 200:
-                        body = json.dumps(server.answer(payload)).encode()
-                    else:
-                        body = json.dumps({"message": f"status {answer.status}"}).encode()
+                    body = json.dumps(server.respond(answer.status, json.loads(raw or b"{}")))
+                    body = body.encode()
                 try:
                     self.send_response(answer.status)
                     self.send_header("Content-Type", "application/json")
@@ -170,7 +79,78 @@ class FakeRerankServer:
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
-    def answer(self, payload: dict) -> list | dict:
+    def record(self, path: str, raw: bytes, headers) -> dict:
+        return {
+            "path": path,
+            "json": json.loads(raw or b"{}"),
+            "auth": headers.get("Authorization"),
+        }
+
+    def respond(self, status: int, payload: dict) -> dict | list:
+        return {"error": {"message": f"status {status}"}}
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}{self.prefix}"
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+class FakeEmbeddingsServer(ScriptedServer):
+    """``POST /v1/embeddings`` as OpenAI defines it; correct answers are real vectors of
+    ``dimensions`` (or the request's ``dimensions``)."""
+
+    path = "/v1/embeddings"
+    prefix = "/v1"
+
+    def __init__(self, dimensions: int = 8) -> None:
+        super().__init__()
+        self.dimensions = dimensions
+
+    def respond(self, status: int, payload: dict) -> dict:
+        if status != 200:
+            return super().respond(status, payload)
+        inputs = payload["input"]
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        dims = payload.get("dimensions") or self.dimensions
+        return {
+            "object": "list",
+            "model": payload.get("model"),
+            "data": [
+                {"object": "embedding", "index": i, "embedding": fake_vector(text, dims)}
+                for i, text in enumerate(inputs)
+            ],
+            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+        }
+
+
+def fake_relevance(query: str, text: str) -> float:
+    """A deterministic stand-in for a cross-encoder's score, in [0, 1)."""
+    digest = hashlib.sha256(f"{query}\x00{text}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") / 2**32
+
+
+class FakeRerankServer(ScriptedServer):
+    """``POST /rerank`` as Cohere and Jina define it (``style="cohere"`` or ``"jina"``, served
+    under ``/v1`` like the real hosts) or as text-embeddings-inference does (``style="tei"``, at
+    the root). Correct answers are sorted by score, best first, as the real APIs sort them."""
+
+    def __init__(self, style: str = "cohere") -> None:
+        super().__init__()
+        self.style = style
+        self.prefix = "" if style == "tei" else "/v1"
+        self.path = f"{self.prefix}/rerank"
+
+    def respond(self, status: int, payload: dict) -> list | dict:
+        if status != 200:
+            return {"message": f"status {status}"}
         texts = payload["texts"] if self.style == "tei" else payload["documents"]
         scored = [(i, fake_relevance(payload["query"], text)) for i, text in enumerate(texts)]
         scored.sort(key=lambda pair: pair[1], reverse=True)
@@ -181,16 +161,3 @@ class FakeRerankServer:
         if self.style == "jina":
             return {"model": payload.get("model"), "usage": {"total_tokens": 1}, "results": results}
         return {"id": "fake", "results": results, "meta": {"api_version": {"version": "2"}}}
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}{self.prefix}"
-
-    def __enter__(self) -> FakeRerankServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()

@@ -6,61 +6,20 @@ fail on demand."""
 
 from __future__ import annotations
 
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-from tests.fake_services import Scripted
+from tests.fake_services import Scripted, ScriptedServer
 
 
-class ScriptedSearchAPI:
-    def __init__(self) -> None:
-        self.script: list[Scripted] = []
-        self.requests: list[dict] = []
-        server = self
+class ScriptedSearchAPI(ScriptedServer):
+    """Every path; an unscripted request gets a 500, a scripted one without a body ``{}``."""
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # keep test output clean
-                pass
+    default = Scripted(500, body=b"{}")
 
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                server.requests.append(
-                    {
-                        "path": self.path,
-                        "body": self.rfile.read(length),
-                        "auth": self.headers.get("Authorization"),
-                    }
-                )
-                answer = server.script.pop(0) if server.script else Scripted(500, body=b"{}")
-                time.sleep(answer.delay_s)
-                body = answer.body if answer.body is not None else b"{}"
-                try:
-                    self.send_response(answer.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    for key, value in answer.headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):  # the client timed out first
-                    pass
+    def record(self, path: str, raw: bytes, headers) -> dict:
+        return {"path": path, "body": raw, "auth": headers.get("Authorization")}
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+    def respond(self, status: int, payload: dict) -> dict:
+        return {}
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> ScriptedSearchAPI:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return self.base_url
