@@ -8,17 +8,14 @@ document with a message instead of storing wrong vectors.
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Sequence
 
 import httpx
 
+from rag_project.http_retry import RetriesExhausted, post_with_retries
+
 from .base import EmbeddingConfig, EmbeddingError
 
-logger = logging.getLogger(__name__)
-
-RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 MAX_BACKOFF_S = 20.0
 
 
@@ -53,37 +50,27 @@ class OpenAIEmbedder:
         payload: dict = {"model": self.model, "input": [text or " " for text in batch]}
         if self.config.dimensions:
             payload["dimensions"] = self.config.dimensions
-        attempts = self.config.max_retries + 1
-        last_problem = ""
-        for attempt in range(attempts):
-            try:
-                response = self._client.post("/embeddings", json=payload)
-            except httpx.TimeoutException:
-                last_problem = f"timed out after {self.config.timeout_s:g} s"
-            except httpx.TransportError as exc:
-                last_problem = f"could not connect ({exc})"
-            else:
-                if response.status_code == 200:
-                    return self._parse(response, len(batch))
-                if response.status_code not in RETRYABLE_STATUS:
-                    raise EmbeddingError(
-                        f"the embedding API answered {response.status_code}: {response.text[:300]}"
-                    )
-                last_problem = f"answered {response.status_code}"
-                retry_after = _retry_after(response)
-                if retry_after is not None and attempt + 1 < attempts:
-                    time.sleep(min(retry_after, MAX_BACKOFF_S))
-                    continue
-            if attempt + 1 < attempts:
-                delay = min(self.config.backoff_s * (2**attempt), MAX_BACKOFF_S)
-                logger.warning(
-                    "embedding API %s; retry %d in %.1fs", last_problem, attempt + 1, delay
-                )
-                time.sleep(delay)
-        raise EmbeddingError(
-            f"the embedding API {last_problem}, {attempts} attempts; "
-            "check EMBEDDING_BASE_URL and the provider's status, then reprocess"
-        )
+        try:
+            response = post_with_retries(
+                self._client,
+                "/embeddings",
+                payload,
+                attempts=self.config.max_retries + 1,
+                backoff_s=self.config.backoff_s,
+                max_delay_s=MAX_BACKOFF_S,
+                timeout_s=self.config.timeout_s,
+                what="embedding API",
+            )
+        except RetriesExhausted as exc:
+            raise EmbeddingError(
+                f"the embedding API {exc}; "
+                "check EMBEDDING_BASE_URL and the provider's status, then reprocess"
+            ) from None
+        if response.status_code != 200:
+            raise EmbeddingError(
+                f"the embedding API answered {response.status_code}: {response.text[:300]}"
+            )
+        return self._parse(response, len(batch))
 
     def _parse(self, response: httpx.Response, expected: int) -> list[list[float]]:
         try:
@@ -109,13 +96,3 @@ class OpenAIEmbedder:
             )
         self.dimensions = length
         return vectors
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None

@@ -12,8 +12,8 @@
 
 Answers come sorted by score; they are mapped back to input order by ``index`` and checked (each
 index exactly once, each score a finite number): a garbled answer is a RerankError, never a wrong
-score. 429, 408, 5xx and timeouts are retried with exponential backoff, honouring Retry-After;
-other 4xx are not retried.
+score. Timeouts, 408, 409, 425, 429 and 5xx are retried with exponential backoff, honouring
+Retry-After (rag_project.http_retry); other 4xx are not retried.
 
 Batches: TEI refuses more texts per request than its ``--max-client-batch-size`` (default 32; 413
 above it), so it gets 32; Cohere recommends at most 1,000 documents per request, and Jina, which
@@ -23,16 +23,14 @@ different batches compare.
 
 from __future__ import annotations
 
-import logging
 import math
-import time
 from collections.abc import Sequence
 
 import httpx
 
-from .base import API_STYLES, RerankConfig, RerankError
+from rag_project.http_retry import RetriesExhausted, post_with_retries
 
-logger = logging.getLogger(__name__)
+from .base import API_STYLES, RerankConfig, RerankError
 
 BATCH_LIMITS = {"cohere": 1000, "jina": 1000, "tei": 32}
 # A search waits for its rerank; a Retry-After longer than this is not worth honouring in full.
@@ -87,35 +85,25 @@ class HttpReranker:
         }
 
     def _post(self, payload: dict, size: int) -> httpx.Response:
-        attempts = self.config.max_retries + 1
-        problem = ""
-        for attempt in range(attempts):
-            delay = min(self.config.backoff_s * (2**attempt), MAX_BACKOFF_S)
-            try:
-                response = self._client.post("/rerank", json=payload)
-            except httpx.TimeoutException:
-                problem = f"timed out after {self.config.timeout_s:g} s"
-            except httpx.TransportError as exc:
-                problem = f"could not be reached ({exc})"
-            else:
-                status = response.status_code
-                if 200 <= status < 300:
-                    return response
-                if not _retryable(status):
-                    raise RerankError(self._refusal(response, size))
-                problem = f"answered {status}"
-                retry_after = _retry_after(response)
-                if retry_after is not None:
-                    delay = min(retry_after, MAX_BACKOFF_S)
-            if attempt + 1 < attempts:
-                logger.warning(
-                    "rerank API %s %s; retry %d in %.1fs", self.name, problem, attempt + 1, delay
-                )
-                time.sleep(delay)
-        raise RerankError(
-            f"the rerank API at {self.config.base_url} {problem}, {attempts} attempts; "
-            "check RERANK_BASE_URL and the provider's status"
-        )
+        try:
+            response = post_with_retries(
+                self._client,
+                "/rerank",
+                payload,
+                attempts=self.config.max_retries + 1,
+                backoff_s=self.config.backoff_s,
+                max_delay_s=MAX_BACKOFF_S,
+                timeout_s=self.config.timeout_s,
+                what=f"rerank API {self.name}",
+            )
+        except RetriesExhausted as exc:
+            raise RerankError(
+                f"the rerank API at {self.config.base_url} {exc}; "
+                "check RERANK_BASE_URL and the provider's status"
+            ) from None
+        if not 200 <= response.status_code < 300:
+            raise RerankError(self._refusal(response, size))
+        return response
 
     def _refusal(self, response: httpx.Response, size: int) -> str:
         status = response.status_code
@@ -169,17 +157,3 @@ class HttpReranker:
             f"the rerank API returned an unexpected answer ({detail}); check that "
             f"RERANK_API_STYLE={self.style} matches the server at {self.config.base_url}"
         )
-
-
-def _retryable(status: int) -> bool:
-    return status in (408, 429) or status >= 500
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
