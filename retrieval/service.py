@@ -2,7 +2,8 @@
 
 The steps of DESIGN.md's "Search, step by step": resolve each knowledge base inside the tenant
 (a foreign one is indistinguishable from a missing one), settle the options (knowledge base
-defaults overridden by the request), run the legs (vector: pgvector; keyword: BM25Store, with
+defaults overridden by the request), run the legs (vector: an exact scan of the knowledge base's
+vectors in memory, or pgvector's HNSW index beyond VECTOR_L1_MAX_BYTES; keyword: BM25Store, with
 the retry ladder when it finds nothing), fuse with weighted RRF, optionally rerank the head,
 then hydrate the hits from PostgreSQL filtered by tenant, knowledge base and ready documents, so
 no cache can ever surface a deleted or foreign chunk. Every decision lands in the trace.
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from knowledge import selectors
 from knowledge.analysis import get_analyzer
@@ -42,6 +43,7 @@ from retrieval.types import (
     WeightSource,
 )
 from retrieval.vector import cached_query_embedding, vector_search
+from retrieval.vector_matrix import MatrixHandle, get_matrix_cache
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +83,7 @@ class _Plan:
     vector_hits: list[tuple[int, float]] = field(default_factory=list)
     keyword_hits: list[tuple[int, float]] = field(default_factory=list)
     trace: dict = field(default_factory=dict)
+    allowed: np.ndarray | None = None  # chunk ids passing the filters, once read
 
 
 class RAGService:
@@ -258,15 +261,22 @@ class RAGService:
             trace.vector.detail["error"] = str(exc)
             return "embedding error"
         embed_ms = _ms(started)
-        hits = vector_search(
-            tenant_id=self.tenant.pk,
-            knowledge_base_id=kb.pk,
-            model=kb.embedding_model,
-            dimensions=kb.embedding_dimensions,
-            query_vector=vector,
-            limit=plan.candidates,
-            filters=filters,
-        )
+        matrix = self._matrix(kb)
+        if matrix is not None:
+            allowed = self._allowed(plan, filters)
+            hits = matrix.matrix.search(vector, plan.candidates, allowed)
+            trace.vector.detail["index"] = matrix.trace()
+        else:
+            hits = vector_search(
+                tenant_id=self.tenant.pk,
+                knowledge_base_id=kb.pk,
+                model=kb.embedding_model,
+                dimensions=kb.embedding_dimensions,
+                query_vector=vector,
+                limit=plan.candidates,
+                filters=filters,
+            )
+            trace.vector.detail["index"] = {"index": "hnsw"}
         plan.vector_hits = hits
         plan.run.add(VECTOR)
         leg = trace.vector
@@ -281,8 +291,27 @@ class RAGService:
                 "embedding_ms": embed_ms,
             }
         )
-        plan.trace["vector"] = {"candidates": len(hits), "embedding_cache_hit": cache_hit}
+        plan.trace["vector"] = {
+            "candidates": len(hits),
+            "embedding_cache_hit": cache_hit,
+            "index": "hnsw" if matrix is None else "exact",
+        }
         return None
+
+    def _matrix(self, kb: KnowledgeBase) -> MatrixHandle | None:
+        """The knowledge base's vectors in memory for an exact search, or None to use HNSW
+        (too large for VECTOR_L1_MAX_BYTES, or the load failed: HNSW holds the same rows)."""
+        if settings.VECTOR_L1_MAX_BYTES <= 0:
+            return None
+        try:
+            return get_matrix_cache().get(kb)  # kb was read at the start of this search
+        except KnowledgeBase.DoesNotExist:
+            raise KnowledgeBaseNotFound(f"knowledge base {kb.pk} not found") from None
+        except DatabaseError:
+            raise  # the HNSW query would meet the same database
+        except Exception:
+            logger.exception("vector matrix of knowledge base %s unavailable", kb.pk)
+            return None
 
     def _keyword_leg(
         self, query: str, plan: _Plan, filters: SearchFilters, trace: Trace
@@ -300,7 +329,7 @@ class RAGService:
             return "BM25 unavailable"
         analyzer = get_analyzer(kb.user_words)
         tokens = analyzer.tokens(query)
-        allowed = self._allowed_chunks(kb, filters) if filters.active else None
+        allowed = self._allowed(plan, filters)
         hits = handle.index.search(tokens, plan.candidates, allowed)
         attempts: list[dict] = []
         if not hits:
@@ -333,6 +362,15 @@ class RAGService:
             "ladder": [a["rung"] for a in attempts],
         }
         return None
+
+    def _allowed(self, plan: _Plan, filters: SearchFilters) -> np.ndarray | None:
+        """Ids of the chunks the filters let through (None: no filter), read once per plan
+        and shared by both legs."""
+        if not filters.active:
+            return None
+        if plan.allowed is None:
+            plan.allowed = self._allowed_chunks(plan.kb, filters)
+        return plan.allowed
 
     def _allowed_chunks(self, kb: KnowledgeBase, filters: SearchFilters) -> np.ndarray:
         where, params = filter_sql(filters, kb.pk)

@@ -235,6 +235,11 @@ RERANK_TIMEOUT_S = env.float("RERANK_TIMEOUT_S", default=10.0)
 RERANK_MAX_RETRIES = env.int("RERANK_MAX_RETRIES", default=2)
 
 # --- search
+# The vector leg searches a knowledge base exactly, as one float32 matrix in each process's
+# memory, when its vectors fit this budget (chunks x dimensions x 4 bytes: 100k chunks of 384
+# dimensions take ~150 MB); larger knowledge bases are searched through pgvector's HNSW index.
+# 0 sends every search to HNSW. See retrieval/vector_matrix.py.
+VECTOR_L1_MAX_BYTES = env.int("VECTOR_L1_MAX_BYTES", default=512 * 1024 * 1024)
 RAG_RRF_K = env.int("RAG_RRF_K", default=60)
 RAG_MAX_TOP_K = env.int("RAG_MAX_TOP_K", default=100)
 RAG_MAX_QUERY_CHARS = env.int("RAG_MAX_QUERY_CHARS", default=4000)

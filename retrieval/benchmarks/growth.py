@@ -25,9 +25,13 @@ COLUMNS = (
     ("exact_scan_p50_ms", "exact scan p50 ms", "{:.1f}"),
     ("rank_bm25_query_p50_ms", "rank_bm25 p50 ms", "{:.1f}"),
     ("vector_recall_at_10", "recall@10", "{:.3f}"),
+    ("matrix_scan_p50_ms", "in-memory scan p50 ms", "{:.2f}"),
+    ("hnsw_leg_p50_ms", "HNSW p50 ms", "{:.2f}"),
+    ("hnsw_recall_at_10", "HNSW recall@10", "{:.3f}"),
     ("bm25_build_s", "BM25 build s", "{:.2f}"),
     ("hnsw_build_s", "HNSW build s", "{:.1f}"),
     ("bm25_index_bytes", "BM25 MB", "MB"),
+    ("vector_matrix_bytes", "vectors MB", "MB"),
     ("hnsw_index_bytes", "HNSW MB", "MB"),
 )
 
@@ -82,7 +86,9 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
         ("hybrid_p50_ms", "hybrid search p50 (service)", "-o"),
         ("hybrid_p99_ms", "hybrid search p99 (service)", "--o"),
         ("keyword_p50_ms", "keyword search p50 (service)", "-s"),
-        ("vector_p50_ms", "vector search p50 (service, HNSW)", "-^"),
+        ("vector_p50_ms", "vector search p50 (service)", "-^"),
+        ("matrix_scan_p50_ms", "in-memory exact scan p50 (leg only)", "-v"),
+        ("hnsw_leg_p50_ms", "pgvector HNSW p50 (leg only)", "--^"),
         ("exact_scan_p50_ms", "pgvector exact scan p50 (leg only)", ":^"),
         ("rank_bm25_query_p50_ms", "rank_bm25 query p50 (scoring only)", ":s"),
     )

@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,14 +24,15 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.core.management.base import CommandError
-from django.db import ProgrammingError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Sum
 
 from knowledge.embeddings import EmbeddingConfig
-from knowledge.models import Document, Tenant
+from knowledge.models import Document
 from knowledge.services.documents import create_document
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.benchmarks.corpus import Vocabulary
+from retrieval.benchmarks.throwaway import throwaway_tenants
 
 REPO = Path(__file__).resolve().parents[2]
 DOC_WORDS = 2000
@@ -92,25 +92,13 @@ def documents(n: int, seed: int) -> list[str]:
 
 @contextmanager
 def _knowledge_base():
-    tag = uuid.uuid4().hex[:10]
-    try:
-        tenant = Tenant.objects.create(name=f"bench ingest {tag}", slug=f"bench-ingest-{tag}")
-    except ProgrammingError as exc:
-        raise CommandError(f"the database is not ready ({exc}); run manage.py migrate") from exc
-    kb = create_knowledge_base(
-        tenant=tenant,
-        name="ingest bench",
-        embedding=EmbeddingConfig(provider="hash", dimensions=384),
-        weight_mode="fixed",
-    )
-    try:
-        yield kb
-    finally:
-        for document in Document.objects.filter(knowledge_base=kb):
-            document.file.storage.delete(document.file.name)
-        with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM knowledge_chunk WHERE tenant_id = %s", [tenant.pk])
-        tenant.delete()
+    with throwaway_tenants("ingest") as (tenant,):
+        yield create_knowledge_base(
+            tenant=tenant,
+            name="ingest bench",
+            embedding=EmbeddingConfig(provider="hash", dimensions=384),
+            weight_mode="fixed",
+        )
 
 
 @contextmanager

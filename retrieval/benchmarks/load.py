@@ -24,7 +24,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -33,14 +32,15 @@ import httpx
 import numpy as np
 from django.conf import settings
 from django.core.management.base import CommandError
-from django.db import ProgrammingError, connection
+from django.db import connection
 
 from knowledge.embeddings import EmbeddingConfig
-from knowledge.models import ApiKey, Tenant
+from knowledge.models import ApiKey
 from knowledge.services.api_keys import create_api_key
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.benchmarks import corpus
 from retrieval.benchmarks.search import percentiles
+from retrieval.benchmarks.throwaway import throwaway_tenants
 from retrieval.vector import ensure_vector_index
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,12 +89,7 @@ def bench_load(options: dict[str, Any]) -> dict[str, Any]:
 
 @contextmanager
 def _knowledge_base(chunks: int, seed: int):
-    tag = uuid.uuid4().hex[:10]
-    try:
-        tenant = Tenant.objects.create(name=f"bench load {tag}", slug=f"bench-load-{tag}")
-    except ProgrammingError as exc:
-        raise CommandError(f"the database is not ready ({exc}); run manage.py migrate") from exc
-    try:
+    with throwaway_tenants("load") as (tenant,):
         kb = create_knowledge_base(
             tenant=tenant,
             name="load bench",
@@ -114,10 +109,6 @@ def _knowledge_base(chunks: int, seed: int):
             picks = rng.choice(len(words), size=min(3, len(words)), replace=False).tolist()
             queries.append(" ".join(vocab.words[words[p]] for p in picks))
         yield kb, key, queries
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM knowledge_chunk WHERE tenant_id = %s", [tenant.pk])
-        tenant.delete()
 
 
 def _free_port() -> int:

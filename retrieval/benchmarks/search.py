@@ -9,14 +9,17 @@ burst of load on the machine hits all three alike) and the wall time of each cal
 
 Beside the service, in the same run:
 
-- the vector leg through the HNSW index against ``exact_vector_search`` (pgvector's exact scan
-  of the same rows): recall@10 and latency;
+- the service's vector leg (the in-memory exact scan of ``retrieval.vector_matrix``, or HNSW
+  when the knowledge base does not fit ``VECTOR_L1_MAX_BYTES``) and the HNSW index, each against
+  ``exact_vector_search`` (pgvector's exact scan of the same rows): recall@10 and latency, and
+  the matrix's cold load;
 - our BM25 index against ``rank_bm25.BM25Okapi`` on the knowledge base's own tokens (build time
   and query latency, on a few queries since rank_bm25 scores every chunk in Python);
 - the embedding provider's own time per query (``HashEmbedder.embed_query``, uncached), which
   the service timings do not include (they read the cached vector from Redis);
 - build costs (the fill, the HNSW index, the cold BM25 build from stored tokens) and memory
-  (the BM25 index in L1, the HNSW index and chunk table on disk, this process's peak RSS).
+  (the BM25 index and the vector matrix in L1, the HNSW index and chunk table on disk, this
+  process's peak RSS).
 
 Queries are two to four distinct words of a random chunk of the knowledge base, as typed.
 """
@@ -26,19 +29,19 @@ from __future__ import annotations
 import resource
 import statistics
 import time
-import uuid
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 from django.core.management.base import CommandError
-from django.db import ProgrammingError, connection
+from django.db import connection
 
 from knowledge.embeddings import EmbeddingConfig, config_for_knowledge_base, get_embedder
 from knowledge.models import KnowledgeBase, Tenant
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval import vector as vector_module
 from retrieval.benchmarks import corpus
+from retrieval.benchmarks.throwaway import throwaway_tenants
 from retrieval.bm25store import Tier, get_store
 from retrieval.service import RAGService
 from retrieval.types import SearchFilters
@@ -49,6 +52,7 @@ from retrieval.vector import (
     index_name,
     vector_search,
 )
+from retrieval.vector_matrix import get_matrix_cache
 
 MODES = ("hybrid", "keyword", "vector")
 
@@ -94,6 +98,7 @@ def bench_search(options: dict[str, Any]) -> dict[str, Any]:
         handle = store.get(target)
         result["bm25_build_s"] = round(handle.build_ms / 1000, 3)
         result["bm25_tier_first_get"] = str(handle.tier)
+        result |= _matrix_load(target)
         queries = _queries(vocab, samples[target.pk], options["queries"], options["seed"])
         result["queries"] = len(queries)
         service = RAGService(tenant, store=store)
@@ -115,31 +120,14 @@ def bench_search(options: dict[str, Any]) -> dict[str, Any]:
 
 @contextmanager
 def _tenants(keep: bool):
-    tag = uuid.uuid4().hex[:10]
-    try:
-        first = Tenant.objects.create(name=f"bench search {tag}", slug=f"bench-search-{tag}")
-    except ProgrammingError as exc:
-        raise CommandError(f"the database is not ready ({exc}); run manage.py migrate") from exc
-    second = Tenant.objects.create(name=f"bench other {tag}", slug=f"bench-other-{tag}")
-    hash384 = EmbeddingConfig(provider="hash", dimensions=corpus.DIMENSIONS)
-    kbs = [
-        create_knowledge_base(tenant=tenant, name=name, embedding=hash384, weight_mode="fixed")
-        for tenant, name in ((first, "searched"), (first, "neighbour"), (second, "foreign"))
-    ]
-    try:
+    """A tenant with the searched and a neighbouring knowledge base, another with a third."""
+    with throwaway_tenants("search", 2, keep=keep) as (first, second):
+        hash384 = EmbeddingConfig(provider="hash", dimensions=corpus.DIMENSIONS)
+        kbs = [
+            create_knowledge_base(tenant=tenant, name=name, embedding=hash384, weight_mode="fixed")
+            for tenant, name in ((first, "searched"), (first, "neighbour"), (second, "foreign"))
+        ]
         yield first, kbs
-    finally:
-        if not keep:
-            get_store().invalidate(kbs[0].pk)
-            with connection.cursor() as cursor:  # the ORM would load every chunk to cascade
-                cursor.execute(
-                    "DELETE FROM knowledge_chunk WHERE tenant_id IN (%s, %s)", [first.pk, second.pk]
-                )
-            first.delete()
-            second.delete()
-            if not connection.in_atomic_block:  # dead rows would slow the next run's scans
-                with connection.cursor() as cursor:
-                    cursor.execute("VACUUM knowledge_chunk")
 
 
 def _drop_vector_index() -> None:
@@ -224,8 +212,25 @@ def _profile(service: RAGService, kb: KnowledgeBase, queries: list[str], path: s
         handle.write(profiler.output_text(unicode=True, show_all=False))
 
 
+def _matrix_load(kb: KnowledgeBase) -> dict[str, Any]:
+    """The cold load of the knowledge base's vector matrix (what a first search pays)."""
+    cache = get_matrix_cache()
+    cache.discard(kb.pk)
+    started = time.perf_counter()
+    handle = cache.get(kb)
+    if handle is None:
+        return {"vector_index": "hnsw", "vector_matrix_bytes": 0}
+    return {
+        "vector_index": "exact",
+        "vector_matrix_load_s": round(time.perf_counter() - started, 2),
+        "vector_matrix_bytes": handle.matrix.nbytes,
+    }
+
+
 def _vector_legs(tenant: Tenant, kb: KnowledgeBase, queries: list[str]) -> dict[str, Any]:
-    """HNSW against the exact scan, on the vectors the service searched with."""
+    """The service's vector leg (the in-memory exact scan, or HNSW when the knowledge base is
+    too large for VECTOR_L1_MAX_BYTES) and the HNSW index, each against pgvector's exact scan,
+    on the vectors the service searched with."""
     if not queries:
         return {}
     embedder = get_embedder(config_for_knowledge_base(kb))
@@ -238,7 +243,8 @@ def _vector_legs(tenant: Tenant, kb: KnowledgeBase, queries: list[str]) -> dict[
         "limit": limit,
         "filters": SearchFilters(),
     }
-    hnsw_ms, exact_ms, recalls = [], [], []
+    handle = get_matrix_cache().get(kb)
+    hnsw_ms, exact_ms, matrix_ms, leg_recalls, hnsw_recalls = [], [], [], [], []
     for query in queries:
         vector, _ = cached_query_embedding(embedder, query)
         started = time.perf_counter()
@@ -247,14 +253,25 @@ def _vector_legs(tenant: Tenant, kb: KnowledgeBase, queries: list[str]) -> dict[
         started = time.perf_counter()
         exact = exact_vector_search(query_vector=vector, **common)
         exact_ms.append((time.perf_counter() - started) * 1000)
-        recalls.append(recall_at(approximate, exact, 10))
-    return {
-        "vector_recall_at_10": round(statistics.fmean(recalls), 4),
+        hnsw_recalls.append(recall_at(approximate, exact, 10))
+        if handle is not None:
+            started = time.perf_counter()
+            leg = handle.matrix.search(vector, limit)
+            matrix_ms.append((time.perf_counter() - started) * 1000)
+        else:
+            leg = approximate
+        leg_recalls.append(recall_at(leg, exact, 10))
+    result = {
+        "vector_recall_at_10": round(statistics.fmean(leg_recalls), 4),
+        "hnsw_recall_at_10": round(statistics.fmean(hnsw_recalls), 4),
         "recall_queries": len(queries),
         "hnsw_leg_p50_ms": round(statistics.median(hnsw_ms), 3),
         "exact_scan_p50_ms": round(statistics.median(exact_ms), 3),
         "exact_scan_p95_ms": round(float(np.percentile(exact_ms, 95)), 3),
     }
+    if matrix_ms:
+        result["matrix_scan_p50_ms"] = round(statistics.median(matrix_ms), 3)
+    return result
 
 
 def recall_at(approximate: list[tuple[int, float]], exact: list[tuple[int, float]], k: int):
@@ -331,8 +348,15 @@ def search_table(r: dict[str, Any]) -> str:
     lines += [
         "",
         f"query embedding (hash, uncached) p50 {r['embedding_p50_ms']:.3f} ms",
-        f"vector leg: HNSW p50 {r['hnsw_leg_p50_ms']:.2f} ms, exact scan p50 "
-        f"{r['exact_scan_p50_ms']:.2f} ms, recall@10 {r['vector_recall_at_10']:.3f} "
+        f"vector leg ({r['vector_index']}): recall@10 {r['vector_recall_at_10']:.3f}"
+        + (
+            f", in-memory scan p50 {r['matrix_scan_p50_ms']:.2f} ms (cold load "
+            f"{r['vector_matrix_load_s']:.2f} s)"
+            if "matrix_scan_p50_ms" in r
+            else ""
+        ),
+        f"vs HNSW p50 {r['hnsw_leg_p50_ms']:.2f} ms recall@10 {r['hnsw_recall_at_10']:.3f}, "
+        f"pgvector exact scan p50 {r['exact_scan_p50_ms']:.2f} ms "
         f"({r['recall_queries']} queries)",
         f"BM25: our index p50 {r['bm25_index_p50_ms']:.3f} ms"
         + (
@@ -343,7 +367,8 @@ def search_table(r: dict[str, Any]) -> str:
         ),
         f"build: fill {r['fill_s']:.1f} s, HNSW {r['hnsw_build_s'] or 0:.1f} s, "
         f"BM25 {r['bm25_build_s']:.2f} s",
-        f"memory: BM25 {r['bm25_index_bytes'] / mb:.1f} MB, HNSW {r['hnsw_index_bytes'] / mb:.1f} "
+        f"memory: BM25 {r['bm25_index_bytes'] / mb:.1f} MB, vectors "
+        f"{r['vector_matrix_bytes'] / mb:.1f} MB, HNSW {r['hnsw_index_bytes'] / mb:.1f} "
         f"MB, chunk table {r['chunk_table_bytes'] / mb:.0f} MB, peak RSS "
         f"{r['peak_rss_bytes'] / mb:.0f} MB",
     ]

@@ -52,7 +52,7 @@ def build_from_database(knowledge_base: KnowledgeBase) -> BuiltIndex:
     """Build the index of the KB's ready chunks, labelled with the version it reflects.
     Raises KnowledgeBase.DoesNotExist if the KB is gone."""
     started = time.perf_counter()
-    with _snapshot():
+    with snapshot():
         version = (
             KnowledgeBase.objects.filter(pk=knowledge_base.pk, tenant_id=knowledge_base.tenant_id)
             .values_list("index_version", flat=True)
@@ -66,7 +66,8 @@ def build_from_database(knowledge_base: KnowledgeBase) -> BuiltIndex:
 
 
 @contextmanager
-def _snapshot():
+def snapshot():
+    """A REPEATABLE READ, read-only transaction (or the caller's own, if one is open)."""
     if connection.in_atomic_block:
         yield
         return

@@ -5,22 +5,31 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
-from retrieval.bm25 import BM25Index
 from retrieval.bm25store.payload import Identity
 
 
+class _Sized(Protocol):
+    @property
+    def nbytes(self) -> int: ...
+
+
+T = TypeVar("T", bound=_Sized)
+
+
 @dataclass(frozen=True)
-class _Entry:
+class _Entry(Generic[T]):
     epoch: int
     version: int
-    index: BM25Index
+    index: T
     nbytes: int
 
 
-class ByteLRU:
-    """A thread-safe LRU of one index per knowledge base, holding at most ``max_bytes`` of
-    ``BM25Index.nbytes``. An index larger than the whole budget is not kept at all."""
+class ByteLRU(Generic[T]):
+    """A thread-safe LRU of one value per knowledge base (a BM25 index; a vector matrix in
+    ``retrieval.vector_matrix``), holding at most ``max_bytes`` of their ``nbytes``. A value
+    larger than the whole budget is not kept at all."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -28,7 +37,7 @@ class ByteLRU:
         self._nbytes = 0
         self._lock = threading.Lock()
 
-    def get(self, identity: Identity, min_version: int) -> tuple[int, BM25Index] | None:
+    def get(self, identity: Identity, min_version: int) -> tuple[int, T] | None:
         """The entry if its version is at least ``min_version``; an older one is dropped."""
         kb_id = identity.knowledge_base_id
         with self._lock:
@@ -41,7 +50,15 @@ class ByteLRU:
             self._entries.move_to_end(kb_id)
             return entry.version, entry.index
 
-    def put(self, identity: Identity, version: int, index: BM25Index) -> None:
+    def peek(self, identity: Identity) -> T | None:
+        """The entry of this knowledge base whatever its version (not marked as used)."""
+        with self._lock:
+            entry = self._entries.get(identity.knowledge_base_id)
+            if entry is None or entry.epoch != identity.epoch:
+                return None
+            return entry.index
+
+    def put(self, identity: Identity, version: int, index: T) -> None:
         kb_id = identity.knowledge_base_id
         with self._lock:
             current = self._entries.get(kb_id)

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from retrieval.benchmarks.fusion import naive_weighted_rrf
 from retrieval.fusion import weighted_rrf
-from retrieval.management.commands.bench import naive_weighted_rrf
 
 
 def test_hand_computed_scores_and_ranks():

@@ -1,0 +1,219 @@
+"""The vector leg's exact in-memory path (retrieval.vector_matrix) against pgvector itself."""
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from knowledge.embeddings import EmbeddingConfig, config_for_knowledge_base, get_embedder
+from knowledge.models import Document, KnowledgeBase
+from knowledge.services.documents import delete_document
+from knowledge.services.knowledge_bases import bump_index_version, create_knowledge_base
+from retrieval.bm25store.store import identity_of
+from retrieval.service import RAGService
+from retrieval.types import SearchFilters
+from retrieval.vector import exact_vector_search
+from retrieval.vector_matrix import MatrixCache, VectorMatrix, get_matrix_cache, top
+from tests.factories import TenantFactory
+from tests.retrieval.conftest import add_document
+
+pytestmark = pytest.mark.django_db
+
+WORDS = ["pump", "valve", "seal", "sensor", "belt", "motor", "gear", "alarm", "water", "steam"]
+WORDS += ["oil", "filter"]
+
+
+@pytest.fixture
+def kb(tenant):
+    """30 short documents over 12 words in 32 dimensions: many equal similarities."""
+    kb = create_knowledge_base(
+        tenant=tenant, name="Vectors", embedding=EmbeddingConfig(provider="hash", dimensions=32)
+    )
+    rng = random.Random(5)
+    for i in range(30):
+        add_document(kb, f"d{i}.txt", " ".join(rng.choices(WORDS, k=rng.randint(2, 14))))
+    kb.refresh_from_db()
+    return kb
+
+
+def embed(kb: KnowledgeBase, text: str) -> list[float]:
+    return get_embedder(config_for_knowledge_base(kb)).embed_query(text)
+
+
+def exact(kb: KnowledgeBase, vector, limit: int, filters=None) -> list[tuple[int, float]]:
+    return exact_vector_search(
+        tenant_id=kb.tenant_id,
+        knowledge_base_id=kb.pk,
+        model=kb.embedding_model,
+        dimensions=kb.embedding_dimensions,
+        query_vector=vector,
+        limit=limit,
+        filters=filters or SearchFilters(),
+    )
+
+
+def ranked(hits: list[tuple[int, float]]) -> list[tuple[float, int]]:
+    """Order by similarity rounded to float32 noise, then chunk id: equal cosines computed by
+    pgvector and by numpy may differ in the last bits."""
+    return sorted((-round(s, 5), i) for i, s in hits)
+
+
+@pytest.mark.parametrize("query", ["pump seal", "water steam oil", "alarm", "gear gear motor"])
+def test_the_matrix_finds_what_pgvectors_exact_scan_finds(kb, query):
+    vector = embed(kb, query)
+    matrix = MatrixCache(10**8).get(kb).matrix
+    everything = exact(kb, vector, 1000)
+    assert len(matrix) == len(everything) == kb.chunks.count()
+    assert ranked(matrix.search(vector, 1000)) == ranked(everything)
+    top_ten = matrix.search(vector, 10)
+    assert [i for _, i in ranked(top_ten)] == [i for _, i in ranked(everything)][:10]
+
+
+def test_a_filtered_search_only_scores_allowed_chunks(kb):
+    vector = embed(kb, "pump valve")
+    matrix = MatrixCache(10**8).get(kb).matrix
+    allowed = np.array([*sorted(kb.chunks.values_list("pk", flat=True))[::3], 10**12])
+    hits = matrix.search(vector, 1000, allowed)
+    assert {i for i, _ in hits} == set(allowed[:-1].tolist())
+    full = dict(matrix.search(vector, 1000))
+    assert all(full[i] == s for i, s in hits)
+
+
+def test_only_ready_chunks_of_this_knowledge_base_and_model_are_held(kb, tenant):
+    twin = create_knowledge_base(
+        tenant=TenantFactory(), name="Twin", embedding=EmbeddingConfig("hash", dimensions=32)
+    )
+    foreign = add_document(twin, "d0.txt", "pump seal water")
+    neighbour = create_knowledge_base(
+        tenant=tenant, name="Neighbour", embedding=EmbeddingConfig("hash", dimensions=32)
+    )
+    add_document(neighbour, "n.txt", "pump seal water")
+    hidden = kb.documents.order_by("pk").first()
+    Document.objects.filter(pk=hidden.pk).update(status=Document.Status.EMBEDDING)
+    bump_index_version(kb)
+    matrix = MatrixCache(10**8).get(kb).matrix
+    expected = set(
+        kb.chunks.filter(document__status=Document.Status.READY).values_list("pk", flat=True)
+    )
+    assert set(matrix.ids.tolist()) == expected
+    assert not set(matrix.ids.tolist()) & set(foreign.chunks.values_list("pk", flat=True))
+    assert not set(matrix.ids.tolist()) & set(hidden.chunks.values_list("pk", flat=True))
+
+
+def test_a_new_version_is_applied_as_a_delta_equal_to_a_full_load(kb):
+    cache = MatrixCache(10**8)
+    first = cache.get(kb)
+    assert first.source == "load"
+    assert cache.get(kb).source == "l1"
+    added = add_document(kb, "new.txt", "steam filter alarm")
+    delete_document(tenant=kb.tenant, document=kb.documents.order_by("pk").first())
+    kb.refresh_from_db()
+    delta = cache.get(kb)
+    assert delta.source == "delta"
+    assert delta.matrix.version == kb.index_version > first.matrix.version
+    fresh = MatrixCache(10**8).get(kb).matrix
+    np.testing.assert_array_equal(delta.matrix.ids, fresh.ids)
+    np.testing.assert_array_equal(delta.matrix.vectors, fresh.vectors)
+    assert set(added.chunks.values_list("pk", flat=True)) <= set(fresh.ids.tolist())
+
+
+def test_saving_the_knowledge_base_row_reloads_in_full(kb):
+    """A re-embedding switch saves the row and changes vectors under the same chunk ids: a
+    delta would keep the old vectors, so any change of the row's stamp reloads."""
+    cache = MatrixCache(10**8)
+    cache.get(kb)
+    kb.top_k = 7
+    kb.save()
+    bump_index_version(kb)
+    assert cache.get(kb).source == "load"
+
+
+def test_a_knowledge_base_too_large_for_the_budget_is_left_to_hnsw(kb):
+    one_row = 32 * 4 + 8
+    assert MatrixCache(one_row * (kb.chunks.count() - 1)).get(kb) is None
+    assert MatrixCache(one_row * kb.chunks.count()).get(kb) is not None
+
+
+def test_service_searches_exactly_from_memory_and_says_so(kb):
+    service = RAGService(kb.tenant)
+    get_matrix_cache().discard(kb.pk)
+    first = service.search("pump seal", kb.pk, mode="vector")
+    second = service.search("pump seal", kb.pk, mode="vector")
+    assert first.trace.vector.detail["index"]["source"] == "load"
+    assert second.trace.vector.detail["index"] == {
+        "index": "exact",
+        "source": "l1",
+        "chunks": kb.chunks.count(),
+        "load_ms": second.trace.vector.detail["index"]["load_ms"],
+    }
+    assert [h.chunk_id for h in first.hits] == [h.chunk_id for h in second.hits]
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+def test_the_exact_and_the_hnsw_paths_return_the_same_hits(kb, settings, filtered):
+    service = RAGService(kb.tenant)
+    options = {}
+    ids = tuple(kb.documents.order_by("pk").values_list("pk", flat=True))[::2]
+    if filtered:
+        options["filters"] = SearchFilters(document_ids=ids)
+    queries = ["pump seal", "water steam", "gear alarm motor", "oil"]
+    in_memory = [service.search(q, kb.pk, mode="vector", top_k=8, **options) for q in queries]
+    settings.VECTOR_L1_MAX_BYTES = 0
+    through_sql = [service.search(q, kb.pk, mode="vector", top_k=8, **options) for q in queries]
+    for a, b in zip(in_memory, through_sql, strict=True):
+        assert b.trace.vector.detail["index"] == {"index": "hnsw"}
+        assert ranked([(h.chunk_id, h.vector_similarity) for h in a.hits]) == ranked(
+            [(h.chunk_id, h.vector_similarity) for h in b.hits]
+        )
+        if filtered:
+            assert {h.document_id for h in a.hits} <= set(ids)
+
+
+def test_a_poisoned_matrix_cannot_surface_another_tenants_chunk(kb):
+    """Hydration filters by tenant, knowledge base and ready documents, whatever L1 holds."""
+    other = create_knowledge_base(
+        tenant=TenantFactory(), name="Other", embedding=EmbeddingConfig("hash", dimensions=32)
+    )
+    secret = add_document(other, "secret.txt", "pump seal").chunks.get()
+    cache = get_matrix_cache()
+    honest = cache.get(kb).matrix
+    vector = np.asarray(embed(kb, "pump seal"), dtype=np.float32)
+    poisoned = VectorMatrix(
+        np.append(honest.ids, secret.pk),
+        np.vstack([honest.vectors, vector / np.linalg.norm(vector)]),
+        honest.version,
+        honest.stamp,
+    )
+    cache.lru.put(identity_of(kb), kb.index_version, poisoned)
+    try:
+        result = RAGService(kb.tenant).search("pump seal", kb.pk, mode="vector")
+        assert result.trace.vector.detail["index"]["source"] == "l1"
+        assert result.hits
+        assert secret.pk not in {h.chunk_id for h in result.hits}
+    finally:
+        cache.discard(kb.pk)
+
+
+def test_queries_the_matrix_cannot_answer():
+    matrix = VectorMatrix(
+        np.array([1, 2]), np.eye(2, dtype=np.float32), version=1, stamp=("", "", "", 2)
+    )
+    assert matrix.search([0.0, 0.0], 5) == []
+    assert matrix.search([1.0, 0.0], 0) == []
+    with pytest.raises(ValueError, match="3 dimensions"):
+        matrix.search([1.0, 0.0, 0.0], 5)
+
+
+@given(
+    st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=1, max_size=40),
+    st.integers(min_value=1, max_value=45),
+    st.randoms(use_true_random=False),
+)
+def test_top_keeps_the_best_with_ties_broken_by_id(scores, limit, rnd):
+    ids = list(range(100, 100 + len(scores)))
+    rnd.shuffle(ids)
+    expected = sorted(zip(ids, scores, strict=True), key=lambda p: (-p[1], p[0]))[:limit]
+    found = top(np.array(ids), np.array(scores, dtype=np.float32), limit)
+    assert found == expected
