@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import numpy as np
+from django.db import connection
 from django.utils import timezone
 
 from retrieval.types import SearchFilters
@@ -50,3 +52,15 @@ def filter_sql(filters: SearchFilters, knowledge_base_id: int) -> tuple[str, lis
         )
         params.extend(bound_params)
     return "".join(f" AND {clause}" for clause in clauses), params
+
+
+def allowed_chunk_ids(tenant_id: int, knowledge_base_id: int, filters: SearchFilters) -> np.ndarray:
+    """Ids of the knowledge base's chunks the filters let through (both legs use them)."""
+    where, params = filter_sql(filters, knowledge_base_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.id FROM knowledge_chunk c WHERE c.tenant_id = %s "  # noqa: S608
+            f"AND c.knowledge_base_id = %s {where}",  # constant fragments, values as params
+            [tenant_id, knowledge_base_id, *params],
+        )
+        return np.fromiter((row[0] for row in cursor.fetchall()), dtype=np.int64)

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from django.conf import settings
-from django.db import DatabaseError, connection
 
 from knowledge import selectors
 from knowledge.analysis import get_analyzer
@@ -31,7 +30,7 @@ from knowledge.embeddings import EmbeddingError, config_for_knowledge_base, get_
 from knowledge.models import Chunk, Document, KnowledgeBase, Tenant
 from retrieval import formatting
 from retrieval.bm25store import bm25_available, get_store
-from retrieval.filters import filter_sql
+from retrieval.filters import allowed_chunk_ids
 from retrieval.fusion import weighted_rrf
 from retrieval.ladder import run_ladder
 from retrieval.types import (
@@ -42,8 +41,8 @@ from retrieval.types import (
     Trace,
     WeightSource,
 )
-from retrieval.vector import cached_query_embedding, vector_search
-from retrieval.vector_matrix import MatrixHandle, get_matrix_cache
+from retrieval.vector import cached_query_embedding
+from retrieval.vector_matrix import nearest_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -261,22 +260,13 @@ class RAGService:
             trace.vector.detail["error"] = str(exc)
             return "embedding error"
         embed_ms = _ms(started)
-        matrix = self._matrix(kb)
-        if matrix is not None:
-            allowed = self._allowed(plan, filters)
-            hits = matrix.matrix.search(vector, plan.candidates, allowed)
-            trace.vector.detail["index"] = matrix.trace()
-        else:
-            hits = vector_search(
-                tenant_id=self.tenant.pk,
-                knowledge_base_id=kb.pk,
-                model=kb.embedding_model,
-                dimensions=kb.embedding_dimensions,
-                query_vector=vector,
-                limit=plan.candidates,
-                filters=filters,
+        try:
+            hits, how = nearest_chunks(
+                kb, vector, plan.candidates, filters, lambda: self._allowed(plan, filters)
             )
-            trace.vector.detail["index"] = {"index": "hnsw"}
+        except KnowledgeBase.DoesNotExist:
+            raise KnowledgeBaseNotFound(f"knowledge base {kb.pk} not found") from None
+        trace.vector.detail["index"] = how
         plan.vector_hits = hits
         plan.run.add(VECTOR)
         leg = trace.vector
@@ -294,24 +284,9 @@ class RAGService:
         plan.trace["vector"] = {
             "candidates": len(hits),
             "embedding_cache_hit": cache_hit,
-            "index": "hnsw" if matrix is None else "exact",
+            "index": how["index"],
         }
         return None
-
-    def _matrix(self, kb: KnowledgeBase) -> MatrixHandle | None:
-        """The knowledge base's vectors in memory for an exact search, or None to use HNSW
-        (too large for VECTOR_L1_MAX_BYTES, or the load failed: HNSW holds the same rows)."""
-        if settings.VECTOR_L1_MAX_BYTES <= 0:
-            return None
-        try:
-            return get_matrix_cache().get(kb)  # kb was read at the start of this search
-        except KnowledgeBase.DoesNotExist:
-            raise KnowledgeBaseNotFound(f"knowledge base {kb.pk} not found") from None
-        except DatabaseError:
-            raise  # the HNSW query would meet the same database
-        except Exception:
-            logger.exception("vector matrix of knowledge base %s unavailable", kb.pk)
-            return None
 
     def _keyword_leg(
         self, query: str, plan: _Plan, filters: SearchFilters, trace: Trace
@@ -369,18 +344,8 @@ class RAGService:
         if not filters.active:
             return None
         if plan.allowed is None:
-            plan.allowed = self._allowed_chunks(plan.kb, filters)
+            plan.allowed = allowed_chunk_ids(self.tenant.pk, plan.kb.pk, filters)
         return plan.allowed
-
-    def _allowed_chunks(self, kb: KnowledgeBase, filters: SearchFilters) -> np.ndarray:
-        where, params = filter_sql(filters, kb.pk)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT c.id FROM knowledge_chunk c WHERE c.tenant_id = %s "  # noqa: S608
-                f"AND c.knowledge_base_id = %s {where}",  # constant fragments, values as params
-                [self.tenant.pk, kb.pk, *params],
-            )
-            return np.fromiter((row[0] for row in cursor.fetchall()), dtype=np.int64)
 
     def _first_chunks(self, kb: KnowledgeBase, document_ids: list[int]) -> dict[int, int]:
         rows = (

@@ -28,21 +28,79 @@ knowledge base is re-embedded, which saves the knowledge base row; so when the r
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from pgvector import Vector
 
-from knowledge.models import KnowledgeBase
+from knowledge.models import Document, KnowledgeBase
 from retrieval.bm25store.build import snapshot
 from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.store import identity_of
+from retrieval.filters import allowed_chunk_ids
+from retrieval.types import SearchFilters
+from retrieval.vector import vector_search
+
+logger = logging.getLogger(__name__)
+READY = Document.Status.READY.value
+
+
+def nearest_chunks(
+    knowledge_base: KnowledgeBase,
+    query_vector: Sequence[float],
+    limit: int,
+    filters: SearchFilters,
+    allowed: Callable[[], np.ndarray] | None = None,
+) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+    """The vector leg of one knowledge base: up to ``limit`` (chunk id, cosine similarity),
+    best first, ties by chunk id, and a trace of how. Exact from this process's matrix while
+    the knowledge base fits ``VECTOR_L1_MAX_BYTES``, else pgvector's HNSW index.
+    ``knowledge_base`` must have been read just now (its ``index_version`` is the one asked
+    for); ``allowed`` gives the ids the filters let through, when the caller has them cached.
+    Raises KnowledgeBase.DoesNotExist if the knowledge base is gone."""
+    handle = _matrix(knowledge_base)
+    if handle is not None:
+        ids = None
+        if filters.active:
+            ids = (
+                allowed()
+                if allowed is not None
+                else allowed_chunk_ids(knowledge_base.tenant_id, knowledge_base.pk, filters)
+            )
+        return handle.matrix.search(query_vector, limit, ids), handle.trace()
+    hits = vector_search(
+        tenant_id=knowledge_base.tenant_id,
+        knowledge_base_id=knowledge_base.pk,
+        model=knowledge_base.embedding_model,
+        dimensions=knowledge_base.embedding_dimensions,
+        query_vector=query_vector,
+        limit=limit,
+        filters=filters,
+    )
+    return hits, {"index": "hnsw"}
+
+
+def _matrix(knowledge_base: KnowledgeBase) -> MatrixHandle | None:
+    """The matrix, or None for HNSW: too large for the budget, or the load failed for a
+    reason other than the database (HNSW holds the same rows)."""
+    if settings.VECTOR_L1_MAX_BYTES <= 0:
+        return None
+    try:
+        return get_matrix_cache().get(knowledge_base)
+    except (KnowledgeBase.DoesNotExist, DatabaseError):
+        raise  # the HNSW query would meet the same database
+    except Exception:
+        logger.exception("vector matrix of knowledge base %s unavailable", knowledge_base.pk)
+        return None
+
 
 _SELECT_KB = (
     "SELECT index_version, updated_at, embedding_provider, embedding_model, "
@@ -51,7 +109,7 @@ _SELECT_KB = (
 # The rows a search may return: same tenant, knowledge base, model and dimension, ready documents.
 _ROWS = (
     "FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
-    "WHERE c.tenant_id = %s AND c.knowledge_base_id = %s AND d.status = 'ready' "
+    "WHERE c.tenant_id = %s AND c.knowledge_base_id = %s AND d.status = %s "
     "AND c.embedding_model = %s AND c.embedding_dimensions = %s AND c.embedding IS NOT NULL"
 )
 
@@ -197,7 +255,7 @@ def load(
                 raise KnowledgeBase.DoesNotExist(f"knowledge base {knowledge_base.pk} is gone")
             version, updated_at, provider, model, dimensions = row
             stamp = (updated_at, provider, model, dimensions)
-            params = [knowledge_base.tenant_id, knowledge_base.pk, model, dimensions]
+            params = [knowledge_base.tenant_id, knowledge_base.pk, READY, model, dimensions]
             cursor.execute(f"SELECT c.id {_ROWS} ORDER BY c.id", params)
             ids = np.fromiter((r[0] for r in cursor.fetchall()), dtype=np.int64)
         if not dimensions or len(ids) * (int(dimensions) * 4 + 8) > max_bytes:

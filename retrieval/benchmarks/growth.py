@@ -4,7 +4,8 @@ Runs ``bench search`` at each size in turn (each in fresh throwaway tenants, wit
 ``--rebuild-index`` so the HNSW build is timed as a bulk build) and tabulates latency, build
 times and memory per size. ``--plot PATH`` draws latency against corpus size (log-log) with
 matplotlib, ``--rows PATH`` keeps the rows as JSON lines (appended as each size finishes, so a
-long run that is stopped keeps what it measured).
+long run that is stopped keeps what it measured); ``--replot A.jsonl,B.jsonl`` tabulates and
+plots kept rows without measuring (a size measured again replaces its earlier row).
 """
 
 from __future__ import annotations
@@ -44,9 +45,17 @@ def add_growth_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--plot", metavar="PNG", help="latency against corpus size")
     parser.add_argument("--rows", metavar="JSONL", help="append each size's result here")
+    parser.add_argument(
+        "--replot",
+        metavar="JSONL",
+        help="measure nothing: tabulate (and --plot) the rows of earlier --rows files; a later "
+        "row of a size replaces an earlier one",
+    )
 
 
 def bench_growth(options: dict[str, Any]) -> dict[str, Any]:
+    if options.get("replot"):
+        return _replot(options["replot"], options.get("plot"))
     try:
         sizes = [int(s) for s in options["sizes"].split(",") if s.strip()]
     except ValueError:
@@ -72,6 +81,23 @@ def bench_growth(options: dict[str, Any]) -> dict[str, Any]:
     if options.get("plot"):
         plot(rows, options["plot"])
     return {"sizes": sizes, "rows": rows}
+
+
+def _replot(paths: str, png: str | None) -> dict[str, Any]:
+    by_size: dict[int, dict[str, Any]] = {}
+    for path in paths.split(","):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                for line in handle:
+                    if line.strip():
+                        row = json.loads(line)
+                        by_size[int(row["chunks"])] = row
+        except (OSError, ValueError, KeyError) as exc:
+            raise CommandError(f"cannot read rows from {path}: {exc}") from exc
+    rows = [by_size[size] for size in sorted(by_size)]
+    if png:
+        plot(rows, png)
+    return {"sizes": sorted(by_size), "rows": rows}
 
 
 def plot(rows: list[dict[str, Any]], path: str) -> None:

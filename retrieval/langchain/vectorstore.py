@@ -57,7 +57,7 @@ from retrieval.langchain.embeddings import (
 from retrieval.langchain.texts import check_text, delete_texts, get_texts, put_text
 from retrieval.service import KnowledgeBaseNotFound, RAGService
 from retrieval.types import SearchFilters
-from retrieval.vector import vector_search
+from retrieval.vector_matrix import nearest_chunks
 
 # Knowledge bases created by the store keep each text whole (LangChain callers split first).
 STORE_CHUNK_SIZE = 20_000
@@ -376,15 +376,7 @@ class KnowledgeBaseVectorStore(VectorStore):
             fields.append("embedding")
         limit = k
         while True:  # chunks of documents being reprocessed are skipped: ask for more
-            pairs = vector_search(
-                tenant_id=self.tenant.pk,
-                knowledge_base_id=kb.pk,
-                model=kb.embedding_model,
-                dimensions=kb.embedding_dimensions,
-                query_vector=vector,
-                limit=limit,
-                filters=filters,
-            )
+            pairs, _ = nearest_chunks(kb, vector, limit, filters)
             rows = (
                 selectors.chunks(self.tenant, kb)
                 .filter(

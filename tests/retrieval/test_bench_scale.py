@@ -36,6 +36,7 @@ def test_bench_search_measures_three_modes_recall_and_the_peers():
     # the service's vector leg is the in-memory exact scan here: it finds what pgvector's does
     assert result["vector_index"] == "exact" and result["vector_recall_at_10"] == 1.0
     assert result["vector_matrix_bytes"] == 500 * (384 * 4 + 8)
+    assert result["vector_matrix_delta_ms"] > 0  # a version bump was applied as a delta
     assert 0 <= result["hnsw_recall_at_10"] <= 1 and result["matrix_scan_p50_ms"] > 0
     assert result["exact_scan_p50_ms"] > 0 and result["rank_bm25_query_p50_ms"] > 0
     assert result["embedding_check_max_diff"] < 1e-6  # bulk vectors = HashEmbedder's

@@ -217,3 +217,17 @@ def test_top_keeps_the_best_with_ties_broken_by_id(scores, limit, rnd):
     expected = sorted(zip(ids, scores, strict=True), key=lambda p: (-p[1], p[0]))[:limit]
     found = top(np.array(ids), np.array(scores, dtype=np.float32), limit)
     assert found == expected
+
+
+@pytest.mark.parametrize("budget", [10**8, 0])
+def test_the_langchain_store_takes_the_same_path_to_the_same_neighbours(kb, settings, budget):
+    from retrieval.langchain.vectorstore import KnowledgeBaseVectorStore
+
+    settings.VECTOR_L1_MAX_BYTES = budget
+    store = KnowledgeBaseVectorStore(kb.tenant, kb)
+    vector = embed(kb, "steam oil filter")
+    found = store.similarity_search_with_score_by_vector(vector, k=kb.chunks.count())
+    content = dict(kb.chunks.values_list("pk", "content"))
+    assert sorted((-round(s, 5), doc.page_content) for doc, s in found) == sorted(
+        (-round(s, 5), content[i]) for i, s in exact(kb, vector, 1000)
+    )
