@@ -19,11 +19,14 @@ Freshness follows the BM25 L1: every change to a knowledge base's searchable chu
 ``index_version`` (a document ready, deleted or reprocessed, re-analysis, the switch of a
 re-embedding), and a search asks for the version it read at its start. An older matrix is
 brought up to date by a delta, read in one REPEATABLE READ snapshot with the version: the
-current id list (~30 ms at 100k chunks), then vectors only for ids not held yet; rows of ids
-gone are dropped. Chunk ids never come back and a chunk's vector changes only when the whole
-knowledge base is re-embedded, which saves the knowledge base row; so when the row's
-``updated_at``, provider, model or dimension differ from the matrix's, it is reloaded in full
-(~0.6 s at 30k, ~2 s at 100k chunks, mostly PostgreSQL detoasting the vectors).
+knowledge base's ready documents with their ``processed_at`` (one small table; the chunk table
+is not touched), then the vectors of documents new or processed again only; rows of documents
+gone are dropped. A document's chunks are written only by its processing, which sets
+``processed_at``, and a chunk's vector otherwise changes only when the whole knowledge base is
+re-embedded, which saves the knowledge base row; so when the row's ``updated_at``, provider,
+model or dimension differ from the matrix's, it is reloaded in full (~2.7 s at 100k chunks,
+mostly PostgreSQL detoasting the vectors). The ready documents' ``chunk_count`` tells the size
+before anything is fetched.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -106,6 +109,10 @@ _SELECT_KB = (
     "SELECT index_version, updated_at, embedding_provider, embedding_model, "
     "embedding_dimensions FROM knowledge_knowledgebase WHERE id = %s AND tenant_id = %s"
 )
+_SELECT_DOCUMENTS = (
+    "SELECT id, processed_at, chunk_count FROM knowledge_document "
+    "WHERE tenant_id = %s AND knowledge_base_id = %s AND status = %s"
+)
 # The rows a search may return: same tenant, knowledge base, model and dimension, ready documents.
 _ROWS = (
     "FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
@@ -122,10 +129,18 @@ class VectorMatrix:
     vectors: np.ndarray  # float32, (len(ids), dimensions), unit rows
     version: int
     stamp: tuple  # the knowledge base row's (updated_at, provider, model, dimensions)
+    documents: np.ndarray | None = None  # int64, each row's document id
+    processed: dict[int, Any] = field(default_factory=dict)  # document id -> processed_at
+    # (ids, documents, vectors) with room to grow: the arrays above are their first rows, and
+    # a delta that only appends writes past them (no reader of this matrix looks there).
+    buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def nbytes(self) -> int:
-        return int(self.ids.nbytes + self.vectors.nbytes)
+        arrays = self.buffers or (self.ids, self.vectors, self.documents)
+        return int(sum(a.nbytes for a in arrays if a is not None))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -245,7 +260,7 @@ def load(
     knowledge_base: KnowledgeBase, held: VectorMatrix | None, max_bytes: int
 ) -> tuple[VectorMatrix | None, str]:
     """The knowledge base's matrix now, reusing the rows of ``held`` where they are still
-    valid; (None, reason) when it would take more than ``max_bytes``. Raises
+    valid; (None, "too large") when it would take more than ``max_bytes``. Raises
     KnowledgeBase.DoesNotExist if the knowledge base is gone."""
     with snapshot():
         with connection.cursor() as cursor:
@@ -255,45 +270,99 @@ def load(
                 raise KnowledgeBase.DoesNotExist(f"knowledge base {knowledge_base.pk} is gone")
             version, updated_at, provider, model, dimensions = row
             stamp = (updated_at, provider, model, dimensions)
-            params = [knowledge_base.tenant_id, knowledge_base.pk, READY, model, dimensions]
-            cursor.execute(f"SELECT c.id {_ROWS} ORDER BY c.id", params)
-            ids = np.fromiter((r[0] for r in cursor.fetchall()), dtype=np.int64)
-        if not dimensions or len(ids) * (int(dimensions) * 4 + 8) > max_bytes:
+            cursor.execute(_SELECT_DOCUMENTS, [knowledge_base.tenant_id, knowledge_base.pk, READY])
+            documents = cursor.fetchall()
+        chunks = sum(count or 0 for _, _, count in documents)
+        if not dimensions or _capacity(chunks) * (int(dimensions) * 4 + 16) > max_bytes:
             return None, "too large"
-        if held is not None and held.stamp == stamp:
-            kept = held.rows_of(ids)
-            fresh = np.setdiff1d(ids, held.ids[kept], assume_unique=True)
-            vectors = np.empty((len(ids), int(dimensions)), dtype=np.float32)
-            vectors[np.searchsorted(ids, held.ids[kept])] = held.vectors[kept]
-            if len(fresh):
-                vectors[np.searchsorted(ids, fresh)] = _fetch(params, fresh, dimensions)
-            return VectorMatrix(ids, vectors, version, stamp), "delta"
-        vectors = _fetch(params, None, dimensions)
-        if len(vectors) != len(ids):  # same snapshot, so this would be a bug
-            raise RuntimeError("vector rows and ids of one snapshot disagree")
-        return VectorMatrix(ids, vectors, version, stamp), "load"
+        processed = {doc_id: at for doc_id, at, _ in documents}
+        params = [knowledge_base.tenant_id, knowledge_base.pk, READY, model, dimensions]
+        if held is None or held.stamp != stamp or held.documents is None:
+            ids, owners, vectors = _fetch(params, None, int(dimensions))
+            return _with_headroom(ids, owners, vectors, version, stamp, processed), "load"
+        same = [d for d, at in processed.items() if held.processed.get(d, _MISSING) == at]
+        kept = np.isin(held.documents, np.array(same, dtype=np.int64))
+        changed = [d for d in processed if held.processed.get(d, _MISSING) != processed[d]]
+        ids, owners, vectors = _fetch(params, changed, int(dimensions))
+        if kept.all():
+            if not len(ids):
+                return replace(held, version=version, processed=processed), "delta"
+            appended = _append(held, ids, owners, vectors, version, processed)
+            if appended is not None:
+                return appended, "delta"
+        ids = np.concatenate([held.ids[kept], ids])
+        owners = np.concatenate([held.documents[kept], owners])
+        vectors = np.concatenate([held.vectors[kept], vectors])
+        order = np.argsort(ids, kind="stable")
+        matrix = _with_headroom(
+            ids[order], owners[order], vectors[order], version, stamp, processed
+        )
+        return matrix, "delta"
 
 
-def _fetch(params: list, only: np.ndarray | None, dimensions: int) -> np.ndarray:
-    """Unit-length float32 rows of the matching chunks (ascending id), binary transfer."""
-    sql = f"SELECT c.embedding {_ROWS}"
+def _capacity(rows: int) -> int:
+    """Rows allocated for a matrix of ``rows``: an eighth more (at least 256) to grow into."""
+    return rows + max(256, rows // 8)
+
+
+def _with_headroom(ids, owners, vectors, version, stamp, processed) -> VectorMatrix:
+    n = len(ids)
+    capacity = _capacity(n)
+    buffers = (
+        np.empty(capacity, dtype=np.int64),
+        np.empty(capacity, dtype=np.int64),
+        np.empty((capacity, vectors.shape[1]), dtype=np.float32),
+    )
+    buffers[0][:n], buffers[1][:n], buffers[2][:n] = ids, owners, vectors
+    return VectorMatrix(
+        buffers[0][:n], buffers[2][:n], version, stamp, buffers[1][:n], processed, buffers
+    )
+
+
+def _append(held: VectorMatrix, ids, owners, vectors, version, processed) -> VectorMatrix | None:
+    """``held`` with rows added in its spare room, when they fit and keep ids ascending (new
+    chunks have the highest ids, so they normally do); None otherwise."""
+    n, m = len(held), len(held) + len(ids)
+    if held.buffers is None or m > len(held.buffers[0]) or (n and ids[0] <= held.ids[-1]):
+        return None
+    all_ids, all_owners, all_vectors = held.buffers
+    all_ids[n:m], all_owners[n:m], all_vectors[n:m] = ids, owners, vectors
+    return VectorMatrix(
+        all_ids[:m], all_vectors[:m], version, held.stamp, all_owners[:m], processed, held.buffers
+    )
+
+
+_MISSING = object()
+
+
+def _fetch(
+    params: list, documents: list[int] | None, dimensions: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(chunk ids ascending, their document ids, unit-length float32 rows) of the matching
+    chunks, of the given documents only when ``documents`` is not None; binary transfer."""
+    if documents is not None and not documents:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, np.empty((0, dimensions), dtype=np.float32)
+    sql = f"SELECT c.id, c.document_id, c.embedding {_ROWS}"
     args = list(params)
-    if only is not None:
-        sql += " AND c.id = ANY(%s)"
-        args.append(only.tolist())
+    if documents is not None:
+        sql += " AND c.document_id = ANY(%s)"
+        args.append(documents)
     sql += " ORDER BY c.id"
     # Binary results. Unless something registered pgvector's types on this connection (the
     # benchmarks' bulk COPY does), each value arrives as bytes in pgvector's binary format.
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, args, binary=True)
         rows = cursor.fetchall()
-    vectors = np.empty((len(rows), int(dimensions)), dtype=np.float32)
-    for i, (data,) in enumerate(rows):
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    owners = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+    vectors = np.empty((len(rows), dimensions), dtype=np.float32)
+    for i, (_, _, data) in enumerate(rows):
         vectors[i] = (data if isinstance(data, Vector) else Vector.from_binary(data)).to_numpy()
     norms = np.linalg.norm(vectors, axis=1)
     norms[norms == 0] = 1.0
     vectors /= norms[:, None]
-    return vectors
+    return ids, owners, vectors
 
 
 _cache: MatrixCache | None = None

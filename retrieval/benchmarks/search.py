@@ -372,7 +372,7 @@ def search_table(r: dict[str, Any]) -> str:
         f"vector leg ({r['vector_index']}): recall@10 {r['vector_recall_at_10']:.3f}"
         + (
             f", in-memory scan p50 {r['matrix_scan_p50_ms']:.2f} ms (cold load "
-            f"{r['vector_matrix_load_s']:.2f} s, delta after a change "
+            f"{r['vector_matrix_load_s']:.2f} s, delta on a new version "
             f"{r.get('vector_matrix_delta_ms', 0):.0f} ms)"
             if "matrix_scan_p50_ms" in r
             else ""

@@ -11,6 +11,7 @@ from knowledge.embeddings import EmbeddingConfig, config_for_knowledge_base, get
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services.documents import delete_document
 from knowledge.services.knowledge_bases import bump_index_version, create_knowledge_base
+from knowledge.services.processing import process_document
 from retrieval.bm25store.store import identity_of
 from retrieval.service import RAGService
 from retrieval.types import SearchFilters
@@ -119,6 +120,25 @@ def test_a_new_version_is_applied_as_a_delta_equal_to_a_full_load(kb):
     assert set(added.chunks.values_list("pk", flat=True)) <= set(fresh.ids.tolist())
 
 
+def test_a_reprocessed_document_is_fetched_again_by_the_delta(kb):
+    cache = MatrixCache(10**8)
+    cache.get(kb)
+    document = kb.documents.order_by("pk")[3]
+    before = set(document.chunks.values_list("pk", flat=True))
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.PENDING)
+    assert process_document(document.pk) == Document.Status.READY
+    after = set(document.chunks.values_list("pk", flat=True))
+    assert after and not before & after  # new chunk rows under the same document
+    kb.refresh_from_db()
+    delta = cache.get(kb)
+    assert delta.source == "delta"
+    held = set(delta.matrix.ids.tolist())
+    assert after <= held and not before & held
+    fresh = MatrixCache(10**8).get(kb).matrix
+    np.testing.assert_array_equal(delta.matrix.ids, fresh.ids)
+    np.testing.assert_array_equal(delta.matrix.vectors, fresh.vectors)
+
+
 def test_saving_the_knowledge_base_row_reloads_in_full(kb):
     """A re-embedding switch saves the row and changes vectors under the same chunk ids: a
     delta would keep the old vectors, so any change of the row's stamp reloads."""
@@ -131,9 +151,29 @@ def test_saving_the_knowledge_base_row_reloads_in_full(kb):
 
 
 def test_a_knowledge_base_too_large_for_the_budget_is_left_to_hnsw(kb):
-    one_row = 32 * 4 + 8
-    assert MatrixCache(one_row * (kb.chunks.count() - 1)).get(kb) is None
-    assert MatrixCache(one_row * kb.chunks.count()).get(kb) is not None
+    one_row = 32 * 4 + 16  # the vector, its chunk id and document id
+    rows = kb.chunks.count() + 256  # with room to grow
+    assert MatrixCache(one_row * rows - 1).get(kb) is None
+    cache = MatrixCache(one_row * rows)
+    assert cache.get(kb).source == "load"
+    assert cache.get(kb).source == "l1"  # kept: what fits the check fits the cache
+
+
+def test_appending_documents_writes_into_spare_room_without_copying(kb):
+    cache = MatrixCache(10**8)
+    first = cache.get(kb).matrix
+    bump_index_version(kb)
+    unchanged = cache.get(kb)
+    assert unchanged.source == "delta" and unchanged.matrix.vectors is first.vectors
+    add_document(kb, "more.txt", "belt motor gear")
+    kb.refresh_from_db()
+    grown = cache.get(kb).matrix
+    assert len(grown) > len(first)
+    assert np.shares_memory(grown.vectors, first.vectors)
+    np.testing.assert_array_equal(grown.vectors[: len(first)], first.vectors)
+    fresh = MatrixCache(10**8).get(kb).matrix
+    np.testing.assert_array_equal(grown.ids, fresh.ids)
+    np.testing.assert_array_equal(grown.vectors, fresh.vectors)
 
 
 def test_service_searches_exactly_from_memory_and_says_so(kb):
