@@ -43,6 +43,7 @@ import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection
 from pgvector import Vector
+from threadpoolctl import ThreadpoolController
 
 from knowledge.models import Document, KnowledgeBase
 from retrieval.bm25store.build import snapshot
@@ -159,11 +160,12 @@ class VectorMatrix:
         if limit <= 0 or norm == 0.0 or not len(self.ids):
             return []
         query /= norm
-        if allowed is None:
-            ids, scores = self.ids, self.vectors @ query
-        else:
-            rows = self.rows_of(allowed)
-            ids, scores = self.ids[rows], self.vectors[rows] @ query
+        with _blas_threads():
+            if allowed is None:
+                ids, scores = self.ids, self.vectors @ query
+            else:
+                rows = self.rows_of(allowed)
+                ids, scores = self.ids[rows], self.vectors[rows] @ query
         return top(ids, scores, limit)
 
     def rows_of(self, chunk_ids: np.ndarray) -> np.ndarray:
@@ -173,6 +175,18 @@ class VectorMatrix:
         inside = rows < len(self.ids)
         rows = rows[inside]
         return rows[self.ids[rows] == wanted[inside]]
+
+
+_blas: ThreadpoolController | None = None
+
+
+def _blas_threads():
+    """Limit BLAS to VECTOR_SCAN_THREADS threads for one product (see the setting, and
+    OPENBLAS_THREAD_TIMEOUT in rag_project/__init__.py)."""
+    global _blas
+    if _blas is None:
+        _blas = ThreadpoolController()
+    return _blas.limit(limits=settings.VECTOR_SCAN_THREADS, user_api="blas")
 
 
 def top(ids: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:

@@ -117,8 +117,12 @@ def _workers(count: int):
     command = [sys.executable, "-m", "celery", "-A", "rag_project", "worker", "--pool=solo"]
     command += ["--without-gossip", "--without-mingle", "-l", "warning"]
     command += ["-Q", settings.CELERY_TASK_DEFAULT_QUEUE]
+    # stdout stays ours (--json prints one JSON object): the workers' banner goes nowhere,
+    # their log lines still go to stderr.
     procs = [
-        subprocess.Popen([*command, "-n", f"{prefix}-{i}@%h"], cwd=REPO, env=env)
+        subprocess.Popen(
+            [*command, "-n", f"{prefix}-{i}@%h"], cwd=REPO, env=env, stdout=subprocess.DEVNULL
+        )
         for i in range(count)
     ]
     try:

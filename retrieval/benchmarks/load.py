@@ -137,7 +137,7 @@ def _gunicorn(workers: int):
     command = [sys.executable, "-m", "gunicorn", "rag_project.wsgi:application"]
     command += ["--bind", f"{HOST}:{port}", "--workers", str(workers), "--timeout", "120"]
     command += ["--log-level", "warning"]
-    proc = subprocess.Popen(command, cwd=REPO, env=env)
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL)  # logs: stderr
     base_url = f"http://{HOST}:{port}"
     try:
         deadline = time.monotonic() + 60
