@@ -136,6 +136,16 @@ def postgres_status(root: Path | None = None) -> PostgresEndpoint | None:
     return PostgresEndpoint(socket_dir=str(info.socket_dir), port=info.port or 5432, pid=info.pid)
 
 
+# (service, data directory) pairs this process started, so `make run` stops exactly those, even
+# when Django's start-up (CoreConfig.ready) started Redis before the command itself ran.
+_started_here: set[tuple[str, Path]] = set()
+
+
+def started_here(service: str, root: Path | None = None) -> bool:
+    """Whether this process started the embedded ``service`` ("postgres" or "redis")."""
+    return (service, (root or data_dir()).resolve()) in _started_here
+
+
 def ensure_postgres(root: Path | None = None) -> PostgresEndpoint:
     """Start the embedded PostgreSQL under ``root`` unless it runs already; create the database.
 
@@ -150,6 +160,7 @@ def ensure_postgres(root: Path | None = None) -> PostgresEndpoint:
         endpoint = postgres_status(root)
         if endpoint is None:
             endpoint = _start_postgres(root / "pg")
+            _started_here.add(("postgres", root.resolve()))
             _ensure_database(endpoint)
     return endpoint
 
@@ -257,6 +268,7 @@ def ensure_redis(root: Path | None = None) -> int:
         pid = redis_status(root)
         if pid is None:
             pid = _start_redis(root)
+            _started_here.add(("redis", root.resolve()))
     return pid
 
 

@@ -29,16 +29,12 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=2, help="Celery worker processes")
 
     def handle(self, *args, addr: str, no_demo: bool, concurrency: int, **options) -> None:
-        before = embedded.status(settings.RAG_DATA_DIR)
-        embedded_started = []
+        root = settings.RAG_DATA_DIR
         if settings.DATABASE_EMBEDDED:
-            embedded.ensure_postgres(settings.RAG_DATA_DIR)
-            if before["postgres"] is None:
-                embedded_started.append("postgres")
+            embedded.ensure_postgres(root)
         if settings.REDIS_EMBEDDED:
-            embedded.ensure_redis(settings.RAG_DATA_DIR)
-            if before["redis"] is None:
-                embedded_started.append("redis")
+            embedded.ensure_redis(root)  # usually started already, by Django's start-up
+        embedded_started = [s for s in ("postgres", "redis") if embedded.started_here(s, root)]
 
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("database migrated")
