@@ -1,9 +1,11 @@
 """The vector leg's exact in-memory path (retrieval.vector_matrix) against pgvector itself."""
 
 import random
+import threading
 
 import numpy as np
 import pytest
+from django.db import connection
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -271,3 +273,38 @@ def test_the_langchain_store_takes_the_same_path_to_the_same_neighbours(kb, sett
     assert sorted((-round(s, 5), doc.page_content) for doc, s in found) == sorted(
         (-round(s, 5), content[i]) for i, s in exact(kb, vector, 1000)
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_concurrent_cold_searches_load_the_matrix_once():
+    tenant = TenantFactory()
+    kb = create_knowledge_base(
+        tenant=tenant, name="Concurrent", embedding=EmbeddingConfig("hash", dimensions=32)
+    )
+    try:
+        for i in range(6):
+            add_document(kb, f"c{i}.txt", " ".join(WORDS[i : i + 5]))
+        kb.refresh_from_db()
+        cache = MatrixCache(10**8)
+        barrier = threading.Barrier(8)
+        handles, errors = [], []
+
+        def search() -> None:
+            try:
+                barrier.wait()
+                handles.append(cache.get(KnowledgeBase.objects.get(pk=kb.pk)))
+            except Exception as exc:  # reported below; a thread must not die silently
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=search) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert errors == []
+        assert sorted(h.source for h in handles) == ["l1"] * 7 + ["load"]
+        assert len({id(h.matrix) for h in handles}) == 1
+    finally:
+        tenant.delete()
