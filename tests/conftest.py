@@ -23,6 +23,36 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def at_once(count: int, fn) -> list:
+    """Call ``fn()`` in ``count`` threads released together; their results (any order). Each
+    thread closes its own database connection; an exception in any thread fails the caller."""
+    import threading
+
+    from django.db import connection
+
+    barrier = threading.Barrier(count)
+    results, errors = [], []
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            results.append(fn())
+        except Exception as exc:  # re-raised below; a thread must not die silently
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    if errors:
+        raise errors[0]
+    assert len(results) == count, "a thread did not finish within 60 s"
+    return results
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _fresh_test_redis(django_db_setup) -> None:
     """Start every session with an empty Redis database of this test process's own (cached

@@ -14,7 +14,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from knowledge.analysis import get_analyzer
 from knowledge.embeddings import EmbeddingConfig
@@ -29,6 +28,7 @@ from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, availability, 
 from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.payload import Identity, SignedPayload, seal, sign
 from retrieval.models import BM25Index as BM25IndexRow
+from tests.conftest import at_once
 from tests.factories import TenantFactory
 
 MANUAL = b"# Pump manual\n\nThe zebrafish pump circulates coolant through the heat exchanger.\n"
@@ -385,26 +385,7 @@ def test_ten_concurrent_cold_gets_build_once(store):
     kb = make_kb(filler=False)
     store.created.append(kb.pk)
     add_ready_chunks(kb, zipf_corpus(4000, vocab=5000, mean_len=40, seed=3))
-    barrier = threading.Barrier(10)
-    handles, errors = [], []
-
-    def search() -> None:
-        try:
-            barrier.wait()
-            handles.append(store.get(kb))
-        except Exception as exc:  # reported below; a thread must not die silently
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=search) for _ in range(10)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-
-    assert errors == []
-    assert len(handles) == 10
+    handles = at_once(10, lambda: store.get(kb))
     assert store.build_count == 1
     assert [h.tier for h in handles].count(Tier.BUILD) == 1
     assert {h.version for h in handles} == {version_of(kb)}

@@ -1,11 +1,9 @@
 """The vector leg's exact in-memory path (retrieval.vector_matrix) against pgvector itself."""
 
 import random
-import threading
 
 import numpy as np
 import pytest
-from django.db import connection
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +17,7 @@ from retrieval.service import RAGService
 from retrieval.types import SearchFilters
 from retrieval.vector import exact_vector_search
 from retrieval.vector_matrix import MatrixCache, VectorMatrix, get_matrix_cache, top
+from tests.conftest import at_once
 from tests.factories import TenantFactory
 from tests.retrieval.conftest import add_document
 
@@ -286,24 +285,7 @@ def test_eight_concurrent_cold_searches_load_the_matrix_once():
             add_document(kb, f"c{i}.txt", " ".join(WORDS[i : i + 5]))
         kb.refresh_from_db()
         cache = MatrixCache(10**8)
-        barrier = threading.Barrier(8)
-        handles, errors = [], []
-
-        def search() -> None:
-            try:
-                barrier.wait()
-                handles.append(cache.get(KnowledgeBase.objects.get(pk=kb.pk)))
-            except Exception as exc:  # reported below; a thread must not die silently
-                errors.append(exc)
-            finally:
-                connection.close()
-
-        threads = [threading.Thread(target=search) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
-        assert errors == []
+        handles = at_once(8, lambda: cache.get(KnowledgeBase.objects.get(pk=kb.pk)))
         assert sorted(h.source for h in handles) == ["l1"] * 7 + ["load"]
         assert len({id(h.matrix) for h in handles}) == 1
     finally:
