@@ -1,4 +1,6 @@
-"""The vector leg: pgvector cosine similarity over one knowledge base's chunks.
+"""The vector leg through pgvector: cosine similarity over one knowledge base's chunks with an
+HNSW index, for knowledge bases too large for the exact in-memory path
+(``retrieval.vector_matrix``, which decides), and the query-embedding cache both paths use.
 
 ``knowledge_chunk.embedding`` has no fixed dimension (each knowledge base picks its model), so
 HNSW indexes are partial expression indexes, one per dimension in use::
