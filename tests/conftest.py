@@ -53,6 +53,20 @@ def at_once(count: int, fn) -> list:
     return results
 
 
+@pytest.fixture
+def tenant():
+    from tests.factories import TenantFactory
+
+    return TenantFactory()
+
+
+@pytest.fixture
+def other_tenant():
+    from tests.factories import TenantFactory
+
+    return TenantFactory()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _fresh_test_redis(django_db_setup) -> None:
     """Start every session with an empty Redis database of this test process's own (cached

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import pytest
 
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Document, KnowledgeBase, Membership, Tenant
-from knowledge.services.documents import create_document
 from knowledge.services.knowledge_bases import create_knowledge_base
-from knowledge.services.processing import process_document
-from tests.factories import MembershipFactory, TenantFactory, UserFactory
+from tests.factories import MembershipFactory, TenantFactory, UserFactory, add_document
 
 PASSWORD = "correct horse battery staple"
 
@@ -23,20 +20,6 @@ MANUALS = {
     "Replace the mechanical seal when it drips.",
     "传感器.txt": "温度传感器每六个月校准一次。校准时使用标准温度计。",
 }
-
-
-def add_document(kb: KnowledgeBase, name: str, text: str) -> Document:
-    """Upload and process in this process: the document is ready on return."""
-    document = create_document(
-        tenant=kb.tenant,
-        knowledge_base=kb,
-        name=name,
-        stream=io.BytesIO(text.encode()),
-        queue=False,
-    )
-    assert process_document(document.pk) == Document.Status.READY
-    document.refresh_from_db()
-    return document
 
 
 def staff(tenant: Tenant | None, role: str = Membership.Role.OWNER, **extra):

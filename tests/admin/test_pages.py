@@ -168,7 +168,7 @@ def test_document_page_lists_its_chunks_in_order_and_links_the_original(owner, w
     long = "\n\n".join(f"Paragraph {i} about valve V-{i}." * 4 for i in range(30))
     doc_kb = world.kb_a
     KnowledgeBase.objects.filter(pk=doc_kb.pk).update(chunk_size=200, chunk_overlap=0)
-    from tests.admin.conftest import add_document
+    from tests.factories import add_document
 
     doc_kb.refresh_from_db()
     many = add_document(doc_kb, "valves.md", long)

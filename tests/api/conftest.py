@@ -12,8 +12,7 @@ from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Membership
 from knowledge.services.api_keys import create_api_key
 from knowledge.services.knowledge_bases import create_knowledge_base
-from tests.factories import MembershipFactory, TenantFactory, UserFactory
-from tests.retrieval.conftest import add_document
+from tests.factories import MembershipFactory, UserFactory, add_document
 
 API = "/api/v1"
 _names = itertools.count()
@@ -59,16 +58,6 @@ def make_kb(tenant, name: str = "Manuals", documents: dict[str, str] | None = No
     )
     kb.docs = {n: add_document(kb, n, text) for n, text in (documents or {}).items()}
     return kb
-
-
-@pytest.fixture
-def tenant():
-    return TenantFactory()
-
-
-@pytest.fixture
-def other_tenant():
-    return TenantFactory()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 from knowledge.models import ApiKey, Document
 from retrieval.api.dify_conditions import UnsupportedCondition, filters_from_condition
 from tests.api.conftest import API, bearer, make_kb
-from tests.retrieval.conftest import add_document
+from tests.factories import add_document
 
 URL = f"{API}/dify/retrieval"
 

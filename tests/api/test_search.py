@@ -4,7 +4,7 @@ the trace (summary, or whole with explain), filters, and validation."""
 import pytest
 
 from tests.api.conftest import API, error_of, make_kb
-from tests.retrieval.conftest import add_document
+from tests.factories import add_document
 
 pytestmark = pytest.mark.django_db
 

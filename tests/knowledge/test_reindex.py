@@ -1,17 +1,13 @@
 """Re-analysis from stored chunk text, and re-embedding with a one-step switch."""
 
-import io
-
 import pytest
 
 from knowledge.analysis import ANALYZER_VERSION
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Chunk, Document, KnowledgeBase, StagedEmbedding
 from knowledge.services import reindex
-from knowledge.services.documents import create_document
 from knowledge.services.knowledge_bases import create_knowledge_base
-from knowledge.services.processing import process_document
-from tests.factories import TenantFactory
+from tests.factories import TenantFactory, add_document
 
 pytestmark = pytest.mark.django_db
 
@@ -23,24 +19,12 @@ def kb():
     )
 
 
-def add(kb, name: str, text: str) -> Document:
-    document = create_document(
-        tenant=kb.tenant,
-        knowledge_base=kb,
-        name=name,
-        stream=io.BytesIO(text.encode()),
-        queue=False,
-    )
-    assert process_document(document.pk) == "ready"
-    return document
-
-
 def version(kb) -> int:
     return KnowledgeBase.objects.get(pk=kb.pk).index_version
 
 
 def test_outdated_chunks_are_reanalysed_from_their_stored_text(kb):
-    document = add(kb, "pumps.md", "# Pumps\n\nThe pump P-100 runs daily.")
+    document = add_document(kb, "pumps.md", "# Pumps\n\nThe pump P-100 runs daily.")
     expected = list(Chunk.objects.get(document=document).tokens)
     Chunk.objects.filter(document=document).update(tokens=["stale"], analyzer_version=0)
     Document.objects.filter(pk=document.pk).update(analyzer_version=0)
@@ -55,7 +39,7 @@ def test_outdated_chunks_are_reanalysed_from_their_stored_text(kb):
 
 
 def test_user_words_change_segmentation_after_reanalysis(kb):
-    document = add(kb, "battery.txt", "石墨烯电池的寿命很长。")
+    document = add_document(kb, "battery.txt", "石墨烯电池的寿命很长。")
     assert "石墨烯电池" not in Chunk.objects.get(document=document).tokens
     reindex.set_user_words(tenant=kb.tenant, knowledge_base=kb, words=["石墨烯电池", " "])
     assert KnowledgeBase.objects.get(pk=kb.pk).user_words == ["石墨烯电池"]
@@ -65,12 +49,12 @@ def test_user_words_change_segmentation_after_reanalysis(kb):
 
 
 def test_reembedding_stages_then_switches_every_chunk_at_once(kb):
-    first = add(kb, "a.md", "# A\n\nalpha pump")
+    first = add_document(kb, "a.md", "# A\n\nalpha pump")
     reindex.change_embedding(
         tenant=kb.tenant, knowledge_base=kb, config=EmbeddingConfig(provider="hash", dimensions=32)
     )
     # A document processed during the migration still gets the current model...
-    second = add(kb, "b.md", "# B\n\nbeta valve")
+    second = add_document(kb, "b.md", "# B\n\nbeta valve")
     assert {len(c.embedding) for c in Chunk.objects.filter(knowledge_base=kb)} == {64}
     kb.refresh_from_db()
     assert kb.embedding_model == "hash-64" and kb.embedding_migration["model"] == "hash-32"
@@ -95,7 +79,7 @@ def test_reembedding_stages_then_switches_every_chunk_at_once(kb):
 
 
 def test_moving_to_no_embeddings_clears_the_vectors(kb):
-    add(kb, "a.md", "# A\n\nalpha")
+    add_document(kb, "a.md", "# A\n\nalpha")
     reindex.change_embedding(
         tenant=kb.tenant, knowledge_base=kb, config=EmbeddingConfig(provider="none")
     )

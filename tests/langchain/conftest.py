@@ -19,7 +19,6 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.services.api_keys import create_api_key
 from knowledge.services.knowledge_bases import create_knowledge_base
-from tests.factories import TenantFactory
 from tests.retrieval.conftest import MANUALS, add_document
 
 
@@ -30,16 +29,6 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     async_to_sync(pyfuncitem.obj)(**arguments)
     return True
-
-
-@pytest.fixture
-def tenant():
-    return TenantFactory()
-
-
-@pytest.fixture
-def other_tenant():
-    return TenantFactory()
 
 
 @pytest.fixture

@@ -20,9 +20,8 @@ from retrieval.langchain import (
 )
 from retrieval.langchain.embeddings import model_name
 from retrieval.service import RAGService
-from tests.factories import KnowledgeBaseFactory
+from tests.factories import KnowledgeBaseFactory, add_document
 from tests.langchain.conftest import Flaky
-from tests.retrieval.conftest import add_document
 
 pytestmark = pytest.mark.django_db
 

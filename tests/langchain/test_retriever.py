@@ -11,9 +11,9 @@ from langchain_core.vectorstores import VectorStoreRetriever
 from retrieval.langchain import KnowledgeBaseRetriever, KnowledgeBaseVectorStore, get_retriever
 from retrieval.service import InvalidSearch, KnowledgeBaseNotFound, RAGService
 from retrieval.types import SearchFilters
+from tests.factories import add_document
 from tests.fake_services import FakeRerankServer
 from tests.langchain.conftest import make_manuals
-from tests.retrieval.conftest import add_document
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,6 @@ from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services import documents as document_services
 from knowledge.services.knowledge_bases import create_knowledge_base
-from knowledge.services.processing import process_document
 from rag_project import embedded
 from retrieval.bm25 import FORMAT_VERSION, BM25Index
 from retrieval.bm25.synthetic import zipf_corpus
@@ -29,7 +28,7 @@ from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.payload import Identity, SignedPayload, seal, sign
 from retrieval.models import BM25Index as BM25IndexRow
 from tests.conftest import at_once
-from tests.factories import TenantFactory
+from tests.factories import TenantFactory, add_document
 
 MANUAL = b"# Pump manual\n\nThe zebrafish pump circulates coolant through the heat exchanger.\n"
 NOTES = b"# Field notes\n\nThe quokka valve regulates pressure in the secondary loop.\n"
@@ -59,15 +58,6 @@ def make_kb(name: str = "Manuals", filler: bool = True) -> KnowledgeBase:
     if filler:
         add_document(kb, "filler.md", FILLER)
     return kb
-
-
-def add_document(kb: KnowledgeBase, name: str, data: bytes) -> Document:
-    """Upload and process in-process through the services (which bump the KB's version)."""
-    document = document_services.create_document(
-        tenant=kb.tenant, knowledge_base=kb, name=name, stream=io.BytesIO(data), queue=False
-    )
-    assert process_document(document.pk) == Document.Status.READY
-    return document
 
 
 def add_ready_chunks(kb: KnowledgeBase, corpus: list[list[str]]) -> None:

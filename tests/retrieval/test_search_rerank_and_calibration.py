@@ -8,8 +8,8 @@ from knowledge.models import KnowledgeBase
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval import calibration, upkeep
 from retrieval.service import RAGService
+from tests.factories import add_document
 from tests.fake_services import FakeRerankServer, Scripted, fake_relevance
-from tests.retrieval.conftest import add_document
 
 pytestmark = pytest.mark.django_db
 

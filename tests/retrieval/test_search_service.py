@@ -13,9 +13,8 @@ from retrieval.bm25 import BM25Index
 from retrieval.bm25store import BM25Store, availability, identity_of
 from retrieval.service import InvalidSearch, KnowledgeBaseNotFound, RAGService
 from retrieval.types import SearchFilters
-from tests.factories import TenantFactory
+from tests.factories import TenantFactory, add_document
 from tests.fake_services import FakeEmbeddingsServer, Scripted
-from tests.retrieval.conftest import add_document
 
 pytestmark = pytest.mark.django_db
 

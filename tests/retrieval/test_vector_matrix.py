@@ -18,8 +18,7 @@ from retrieval.types import SearchFilters
 from retrieval.vector import exact_vector_search
 from retrieval.vector_matrix import MatrixCache, VectorMatrix, get_matrix_cache, top
 from tests.conftest import at_once
-from tests.factories import TenantFactory
-from tests.retrieval.conftest import add_document
+from tests.factories import TenantFactory, add_document
 
 pytestmark = pytest.mark.django_db
 
