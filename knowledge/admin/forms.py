@@ -10,6 +10,7 @@ from django import forms
 from knowledge.embeddings import EmbeddingError
 from knowledge.embeddings.registry import PROVIDERS, resolved, settings_config
 from knowledge.models import KnowledgeBase
+from knowledge.services.knowledge_base_changes import EDITABLE_FIELDS
 
 PROVIDER_CHOICES = [
     (value, label) for value, label in KnowledgeBase.EmbeddingProvider.choices if value in PROVIDERS
@@ -105,22 +106,7 @@ class KnowledgeBaseAddForm(EmbeddingChoiceMixin, forms.ModelForm):
 
     class Meta:
         model = KnowledgeBase
-        fields = [
-            "tenant",
-            "name",
-            "description",
-            "chunk_size",
-            "chunk_overlap",
-            "user_words",
-            "weight_mode",
-            "vector_weight",
-            "keyword_weight",
-            "top_k",
-            "candidate_multiplier",
-            "score_threshold",
-            "rerank_enabled",
-            "rerank_top_n",
-        ]
+        fields = ["tenant", *EDITABLE_FIELDS]
 
     def clean(self):
         data = super().clean()

@@ -11,6 +11,7 @@ from knowledge.api.fields import FiniteFloatField, JSONObjectField, id_field
 from knowledge.embeddings.local import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
 from knowledge.embeddings.registry import PROVIDERS
 from knowledge.models import ApiKey, Chunk, Document, KnowledgeBase
+from knowledge.services.knowledge_base_changes import EDITABLE_FIELDS
 from rag_project.api.schema import ErrorDetailSerializer
 
 # ---------------------------------------------------------------- knowledge bases
@@ -122,22 +123,7 @@ class KnowledgeBaseWriteSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = KnowledgeBase
-        fields = [
-            "name",
-            "description",
-            "embedding",
-            "chunk_size",
-            "chunk_overlap",
-            "user_words",
-            "weight_mode",
-            "vector_weight",
-            "keyword_weight",
-            "top_k",
-            "candidate_multiplier",
-            "score_threshold",
-            "rerank_enabled",
-            "rerank_top_n",
-        ]
+        fields = [*EDITABLE_FIELDS, "embedding"]
         extra_kwargs = {
             "weight_mode": {
                 "help_text": "calibrated: weights measured on the knowledge base's own chunks "

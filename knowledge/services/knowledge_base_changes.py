@@ -22,11 +22,14 @@ from knowledge.services.reindex import change_embedding, set_user_words
 
 logger = logging.getLogger(__name__)
 
-SETTINGS_FIELDS = (
+# What a person sets on a knowledge base, in the order forms and the API show it. user_words
+# re-analyses the chunks, so update_knowledge_base takes it apart from SETTINGS_FIELDS.
+EDITABLE_FIELDS = (
     "name",
     "description",
     "chunk_size",
     "chunk_overlap",
+    "user_words",
     "weight_mode",
     "vector_weight",
     "keyword_weight",
@@ -36,6 +39,7 @@ SETTINGS_FIELDS = (
     "rerank_enabled",
     "rerank_top_n",
 )
+SETTINGS_FIELDS = tuple(f for f in EDITABLE_FIELDS if f != "user_words")
 
 
 def update_knowledge_base(
