@@ -38,15 +38,21 @@ def resolve_model_path(model: str) -> Path:
     return path
 
 
+def offline_hub() -> None:
+    """Before loading any sentence-transformers model (embedder or cross-encoder): never reach
+    for the Hugging Face hub, and no progress bars on stderr (workers and commands log, they do
+    not animate)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
 def _load(model: str):
     with _lock:
         if model not in _models:
             path = resolve_model_path(model)
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            # No progress bars on stderr: workers and commands log, they do not animate.
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+            offline_hub()
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError as exc:

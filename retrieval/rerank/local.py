@@ -13,11 +13,12 @@ scores the softmax probability of the last one, "relevant" in binary rerankers.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from knowledge.embeddings.local import offline_hub
 
 from .base import RerankError
 
@@ -43,8 +44,7 @@ def resolve_model_path(model: str) -> Path:
 def _load(path: Path) -> tuple[CrossEncoder, threading.Lock]:
     with _load_lock:
         if path not in _models:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            offline_hub()
             try:
                 from sentence_transformers import CrossEncoder
             except ImportError as exc:
