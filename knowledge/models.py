@@ -1,13 +1,13 @@
-"""The data model: tenants and their people and keys, knowledge bases, documents and chunks.
+"""The data model of knowledge: knowledge bases, documents and chunks, under a tenant
+(``tenancy.models.Tenant``).
 
 Every row below a tenant carries its tenant id, and chunks carry their knowledge base id too, so
 both search legs filter without joins and no query can forget the tenant. Writes go through
-``knowledge.services``; reads through ``knowledge.selectors``.
+``knowledge.services``; reads through ``knowledge.selectors`` and ``knowledge.access``.
 """
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -15,78 +15,7 @@ from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
 
-
-class Tenant(models.Model):
-    """An organisation: the unit of isolation. Nothing is shared between tenants."""
-
-    name = models.CharField(max_length=100, unique=True)
-    slug = models.SlugField(max_length=100, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Membership(models.Model):
-    """A user's role in a tenant. Owners and admins manage keys; editors write documents."""
-
-    class Role(models.TextChoices):
-        OWNER = "owner", "Owner"
-        ADMIN = "admin", "Admin"
-        EDITOR = "editor", "Editor"
-        VIEWER = "viewer", "Viewer"
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
-    )
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
-    role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user_tenant")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user} in {self.tenant} ({self.role})"
-
-
-class ApiKey(models.Model):
-    """A tenant's key for programs. Only a SHA-256 of the secret is stored; ``prefix`` (the
-    first characters of the key, shown in lists) identifies it without revealing it."""
-
-    class Scope(models.TextChoices):
-        READ = "read", "Read (list and search)"
-        WRITE = "write", "Write (create, upload, delete)"
-
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
-    name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=16, unique=True)
-    secret_hash = models.CharField(max_length=64, unique=True)
-    scopes = ArrayField(models.CharField(max_length=10, choices=Scope.choices), default=list)
-    # Empty means every knowledge base of the tenant.
-    knowledge_bases = models.ManyToManyField(
-        "KnowledgeBase", blank=True, related_name="restricted_api_keys"
-    )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        constraints = [
-            models.UniqueConstraint(fields=["tenant", "name"], name="apikey_unique_name_per_tenant")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…)"
+from tenancy.models import ApiKey, Tenant
 
 
 class KnowledgeBase(models.Model):
@@ -159,6 +88,16 @@ class KnowledgeBase(models.Model):
     index_version = models.BigIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # API keys restricted to this knowledge base (``api_key.knowledge_bases``; a key with none
+    # may use every knowledge base of its tenant). Declared here so tenancy need not know this
+    # model; the table is the one the key's side of the relation used to create.
+    restricted_api_keys = models.ManyToManyField(
+        ApiKey,
+        blank=True,
+        related_name="knowledge_bases",
+        db_table="knowledge_apikey_knowledge_bases",
+    )
 
     class Meta:
         ordering = ["tenant_id", "name"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from knowledge.models import Chunk, Document, KnowledgeBase, Tenant
+from knowledge.models import Chunk, Document, KnowledgeBase
+from tenancy.models import Tenant
 
 
 def knowledge_bases(tenant: Tenant) -> QuerySet[KnowledgeBase]:

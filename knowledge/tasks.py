@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from knowledge.services import documents, processing, reindex
+from knowledge.services import processing, reindex, upkeep
 
 
 @shared_task(name="knowledge.process_document")
@@ -12,7 +12,10 @@ def process_document_task(document_id: int) -> str:
 
 @shared_task(name="knowledge.reap_stuck_documents")
 def reap_stuck_documents_task() -> dict[str, int]:
-    return documents.reap_stuck_documents()
+    """The reaper of lost ingestion work (beat, every RAG_REAPER_INTERVAL_S)."""
+    reaped = upkeep.reap_stuck_documents()
+    reaped["reembedding"] = len(upkeep.reap_stalled_reembedding())
+    return reaped
 
 
 @shared_task(name="knowledge.reanalyze_knowledge_base")
@@ -22,7 +25,7 @@ def reanalyze_knowledge_base_task(knowledge_base_id: int, all_chunks: bool = Fal
 
 @shared_task(name="knowledge.queue_outdated_reanalysis")
 def queue_outdated_reanalysis_task() -> list[int]:
-    return reindex.queue_outdated_reanalysis()
+    return upkeep.queue_outdated_reanalysis()
 
 
 @shared_task(name="knowledge.reembed_knowledge_base")

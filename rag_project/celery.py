@@ -1,9 +1,13 @@
-"""The Celery application: Redis broker, JSON only, explicit time limits, late acks.
+"""The Celery application (Redis broker, JSON only, explicit time limits, late acks) and
+``enqueue``, the one way the project queues a task.
 
 Configuration comes from Django settings prefixed ``CELERY_`` (see settings/base.py). Start a
 worker with ``celery -A rag_project worker``; ``make run`` starts one beside the web server.
 """
 
+from __future__ import annotations
+
+import logging
 import os
 
 from celery import Celery
@@ -16,3 +20,36 @@ broker.install()  # a worker survives Redis going away (see rag_project/broker.p
 app = Celery("rag_project")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+logger = logging.getLogger(__name__)
+# A broker hiccup is retried briefly; a broker that is down is not waited for by a request.
+RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.2}
+
+
+def enqueue(task, *args, countdown: float | None = None, **kwargs) -> None:
+    """Queue ``task(*args, **kwargs)`` once the current transaction commits (at once outside
+    one), so a task never runs before the data it needs is visible and a rolled-back change
+    queues nothing.
+
+    A broker that cannot be reached is logged, never raised: the change that asked for the task
+    has committed and must stand. Nothing is lost, because every task's work is also found by a
+    periodic reaper (Celery beat): pending documents, re-analysis and re-embedding by
+    ``knowledge.services.upkeep``, BM25 warming and calibration by ``retrieval.changes``.
+    """
+
+    def send() -> None:
+        try:
+            task.apply_async(
+                args, kwargs, countdown=countdown, retry=True, retry_policy=RETRY_POLICY
+            )
+        except Exception as exc:  # broker down: the reaper finds the work later
+            logger.warning(
+                "could not queue %s%r (%s); the periodic reaper will pick the work up",
+                task.name,
+                args,
+                exc,
+            )
+
+    from django.db import transaction
+
+    transaction.on_commit(send, robust=True)

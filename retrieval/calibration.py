@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 
 from django.utils import timezone
 
-from knowledge.models import Chunk, Document, KnowledgeBase, Tenant
+from knowledge.models import Chunk, Document, KnowledgeBase
+from tenancy.models import Tenant
 
 SAMPLE = 60
 WINDOW_WORDS = 12
@@ -81,7 +82,7 @@ def calibrate(
     tenant: Tenant, knowledge_base: KnowledgeBase, sample: int = SAMPLE, seed: int = 13
 ) -> Calibration:
     """Measure both legs on pseudo-queries and store the weights on the knowledge base."""
-    from retrieval.service import RAGService  # the service imports this module's neighbours
+    from retrieval.search import RAGService  # the service imports this module's neighbours
 
     rng = random.Random(f"{seed}:{knowledge_base.pk}")  # noqa: S311 - sampling, not secrets
     chunk_ids = list(

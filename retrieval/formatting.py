@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from retrieval.types import Hit
+from retrieval.search.types import Hit
 
 TRUNCATED = " […truncated]"
 MIN_USEFUL_CHARS = 200

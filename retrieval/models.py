@@ -2,7 +2,8 @@
 
 from django.db import models
 
-from knowledge.models import KnowledgeBase, Tenant
+from knowledge.models import KnowledgeBase
+from tenancy.models import Tenant
 
 
 class BM25Index(models.Model):

@@ -1,7 +1,7 @@
-"""Receivers that keep BM25Store in step with ``knowledge`` (connected in RetrievalConfig.ready).
+"""Receivers that keep retrieval in step with ``knowledge`` (connected in RetrievalConfig.ready).
 
-They only schedule work for after the commit: a rolled-back change queues nothing, and a task
-never runs before the data it needs is visible.
+They only schedule work for after the commit (``retrieval.changes``): a rolled-back change
+queues nothing, and a task never runs before the data it needs is visible.
 """
 
 from __future__ import annotations
@@ -14,21 +14,14 @@ from django.dispatch import receiver
 
 from knowledge.models import KnowledgeBase
 from knowledge.signals import knowledge_base_changed
-from retrieval import upkeep
-from retrieval.bm25store import services
+from retrieval import changes
 
 
-@receiver(knowledge_base_changed, dispatch_uid="retrieval.queue_bm25_rebuild")
-def queue_bm25_rebuild(sender, knowledge_base_id: int, index_version: int, **kwargs) -> None:
-    transaction.on_commit(
-        partial(services.queue_invalidate_and_warm, knowledge_base_id, index_version),
-        robust=True,
-    )
-    transaction.on_commit(
-        partial(upkeep.queue_settled_calibration, knowledge_base_id, index_version), robust=True
-    )
+@receiver(knowledge_base_changed, dispatch_uid="retrieval.on_knowledge_base_changed")
+def on_knowledge_base_changed(sender, knowledge_base_id: int, index_version: int, **kwargs) -> None:
+    changes.on_change(knowledge_base_id, index_version)
 
 
 @receiver(post_delete, sender=KnowledgeBase, dispatch_uid="retrieval.forget_bm25_index")
 def forget_bm25_index(sender, instance: KnowledgeBase, **kwargs) -> None:
-    transaction.on_commit(partial(services.forget_knowledge_base, instance.pk), robust=True)
+    transaction.on_commit(partial(changes.forget_knowledge_base, instance.pk), robust=True)

@@ -3,8 +3,7 @@
 from celery import shared_task
 from django.db import OperationalError
 
-from retrieval import upkeep
-from retrieval.bm25store import services
+from retrieval import changes
 
 
 @shared_task(
@@ -14,9 +13,15 @@ from retrieval.bm25store import services
     max_retries=3,
 )
 def invalidate_and_warm_bm25(knowledge_base_id: int, index_version: int | None = None) -> str:
-    return services.invalidate_and_warm(knowledge_base_id, index_version)
+    return changes.invalidate_and_warm(knowledge_base_id, index_version)
 
 
 @shared_task(name="retrieval.calibrate_when_settled")
 def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:
-    return upkeep.calibrate_when_settled(knowledge_base_id, index_version)
+    return changes.calibrate_when_settled(knowledge_base_id, index_version)
+
+
+@shared_task(name="retrieval.reap_index_upkeep")
+def reap_index_upkeep() -> dict[str, list[int]]:
+    """The reaper of lost index work (beat, every 5 minutes)."""
+    return changes.reap_index_upkeep()

@@ -6,7 +6,8 @@ import io
 import factory
 from django.contrib.auth import get_user_model
 
-from knowledge.models import Document, KnowledgeBase, Membership, Tenant
+from knowledge.models import Document, KnowledgeBase
+from tenancy.models import Membership, Tenant
 
 
 class UserFactory(factory.django.DjangoModelFactory):

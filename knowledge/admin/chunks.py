@@ -8,8 +8,8 @@ from django.template.defaultfilters import truncatechars
 from django.urls import reverse
 
 from knowledge.admin import selectors
-from knowledge.admin.scoping import TenantScopedAdmin
 from knowledge.models import Chunk
+from tenancy.admin.scoping import TenantScopedAdmin
 
 
 class ChunkAdmin(TenantScopedAdmin):

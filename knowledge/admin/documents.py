@@ -19,16 +19,17 @@ from django.utils.timezone import localtime
 from django.views.decorators.http import require_POST
 
 from knowledge.admin import selectors
-from knowledge.admin.scoping import Can, TenantScopedAdmin, allowed
 from knowledge.admin.widgets import chunk_count, documents_url, progress_bar, status_badge
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services.documents import delete_document, reprocess_document
+from tenancy.admin.scoping import TenantScopedAdmin, allowed
+from tenancy.roles import Permission
 
 MAX_STATUS_IDS = 500
 
 
 class DocumentAdmin(TenantScopedAdmin):
-    delete_needs = Can.EDIT_DOCUMENTS
+    delete_needs = Permission.WRITE_DOCUMENTS
     change_list_template = "admin/knowledge/document/change_list.html"
     change_form_template = "admin/knowledge/document/change_form.html"
     list_filter = [("knowledge_base", admin.RelatedOnlyFieldListFilter), "status", "file_type"]
@@ -143,17 +144,19 @@ class DocumentAdmin(TenantScopedAdmin):
         return {
             "kb": kb,
             "title": f"Documents of {kb}",
-            "can_upload": allowed(request, Can.EDIT_DOCUMENTS, kb.tenant_id),
+            "can_upload": allowed(request, Permission.WRITE_DOCUMENTS, kb.tenant_id),
         }
 
     # ------------------------------------------------------------------ actions
 
     def has_edit_documents_permission(self, request: HttpRequest, obj=None) -> bool:
-        return self._may(request, Can.EDIT_DOCUMENTS, obj)
+        return self._may(request, Permission.WRITE_DOCUMENTS, obj)
 
     @admin.action(description="Reprocess selected documents", permissions=["edit_documents"])
     def reprocess_selected(self, request: HttpRequest, queryset) -> None:
-        documents = list(self.scope(request, queryset, Can.EDIT_DOCUMENTS).select_related("tenant"))
+        documents = list(
+            self.scope(request, queryset, Permission.WRITE_DOCUMENTS).select_related("tenant")
+        )
         for document in documents:
             reprocess_document(tenant=document.tenant, document=document)
         self.message_user(request, f"{len(documents)} document(s) queued for processing again.")
@@ -162,7 +165,9 @@ class DocumentAdmin(TenantScopedAdmin):
         delete_document(tenant=obj.tenant, document=obj)
 
     def delete_queryset(self, request: HttpRequest, queryset) -> None:
-        for document in self.scope(request, queryset, Can.EDIT_DOCUMENTS).select_related("tenant"):
+        for document in self.scope(request, queryset, Permission.WRITE_DOCUMENTS).select_related(
+            "tenant"
+        ):
             delete_document(tenant=document.tenant, document=document)
 
     def get_deleted_objects(self, objs, request):
@@ -182,7 +187,7 @@ class DocumentAdmin(TenantScopedAdmin):
             **(extra_context or {}),
             "chunks": selectors.chunk_page(document, request.GET.get("page")),
             "documents_url": documents_url(document.knowledge_base),
-            "can_edit_documents": allowed(request, Can.EDIT_DOCUMENTS, document.tenant_id),
+            "can_edit_documents": allowed(request, Permission.WRITE_DOCUMENTS, document.tenant_id),
         }
         return super().change_view(request, object_id, form_url, extra_context=context)
 
@@ -219,7 +224,7 @@ class DocumentAdmin(TenantScopedAdmin):
         return FileResponse(stream, as_attachment=True, filename=document.original_filename)
 
     def reprocess_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
-        document = self.scoped_object_or_404(request, object_id, Can.EDIT_DOCUMENTS)
+        document = self.scoped_object_or_404(request, object_id, Permission.WRITE_DOCUMENTS)
         reprocess_document(tenant=document.tenant, document=document)
         messages.success(request, f"“{document}” is queued for processing again.")
         return HttpResponseRedirect(reverse("admin:knowledge_document_change", args=[document.pk]))

@@ -21,7 +21,6 @@ from django.utils.html import format_html, format_html_join
 
 from knowledge.admin import selectors
 from knowledge.admin.forms import KnowledgeBaseAddForm, ReembedForm, UploadForm
-from knowledge.admin.scoping import Can, TenantScopedAdmin, allowed, tenant_ids
 from knowledge.admin.widgets import chunk_count, documents_url, progress_bar, status_badge
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services.documents import DuplicateDocument
@@ -33,6 +32,8 @@ from knowledge.services.knowledge_base_changes import (
 from knowledge.services.knowledge_bases import create_knowledge_base
 from knowledge.services.reindex import change_embedding
 from knowledge.services.uploads import UploadOutcome, upload_documents
+from tenancy.admin.scoping import TenantScopedAdmin, allowed, tenant_ids
+from tenancy.roles import Permission
 
 CHUNKING = ("Chunking and analysis", {"fields": ["chunk_size", "chunk_overlap", "user_words"]})
 RETRIEVAL = (
@@ -53,7 +54,7 @@ RETRIEVAL = (
 
 
 class KnowledgeBaseAdmin(TenantScopedAdmin):
-    add_needs = change_needs = delete_needs = Can.MANAGE
+    add_needs = change_needs = delete_needs = Permission.MANAGE_KNOWLEDGE_BASES
     change_form_template = "admin/knowledge/knowledgebase/change_form.html"
     search_fields = ["name", "description"]
     list_filter = [("tenant", admin.RelatedOnlyFieldListFilter)]
@@ -154,8 +155,8 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
             "overview": selectors.knowledge_base_overview(kb),
             "documents_url": documents_url(kb),
             "quick_links": self.quick_links(kb),
-            "can_manage": allowed(request, Can.MANAGE, kb.tenant_id),
-            "can_edit_documents": allowed(request, Can.EDIT_DOCUMENTS, kb.tenant_id),
+            "can_manage": allowed(request, Permission.MANAGE_KNOWLEDGE_BASES, kb.tenant_id),
+            "can_edit_documents": allowed(request, Permission.WRITE_DOCUMENTS, kb.tenant_id),
         }
 
     def save_model(self, request, obj: KnowledgeBase, form, change: bool) -> None:
@@ -230,7 +231,7 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
 
     def upload_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Several files at once; each is accepted, a duplicate, or refused with its reason."""
-        kb = self.scoped_object_or_404(request, object_id, Can.EDIT_DOCUMENTS)
+        kb = self.scoped_object_or_404(request, object_id, Permission.WRITE_DOCUMENTS)
         form = UploadForm(request.POST or None, request.FILES or None)
         outcomes = None
         if request.method == "POST" and form.is_valid():
@@ -251,7 +252,7 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
 
     def reembed_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Move the knowledge base to another embedding model, in the background."""
-        kb = self.scoped_object_or_404(request, object_id, Can.MANAGE)
+        kb = self.scoped_object_or_404(request, object_id, Permission.MANAGE_KNOWLEDGE_BASES)
         initial = {"provider": kb.embedding_provider}
         form = ReembedForm(request.POST or None, initial=initial)
         if request.method == "POST" and form.is_valid():

@@ -9,8 +9,8 @@ from rest_framework.response import Response
 
 from knowledge import access
 from knowledge.api.serializers import ChunkSerializer
-from rag_project.api.schema import error_responses
-from rag_project.api.views import TenantAPIView
+from tenancy.api.schema import error_responses
+from tenancy.api.views import TenantAPIView
 
 TAGS = ["chunks"]
 TOKENS_PARAMETER = OpenApiParameter(

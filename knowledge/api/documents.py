@@ -30,10 +30,10 @@ from knowledge.api.serializers import (
 from knowledge.models import Document
 from knowledge.services.documents import delete_document, reprocess_document
 from knowledge.services.uploads import UploadOutcome, upload_documents
-from rag_project.api.errors import ApiError, PayloadTooLarge, describe, translate
-from rag_project.api.schema import error_responses
-from rag_project.api.tenancy import Action
-from rag_project.api.views import TenantAPIView
+from tenancy.api.errors import ApiError, PayloadTooLarge, describe, translate
+from tenancy.api.schema import error_responses
+from tenancy.api.views import TenantAPIView
+from tenancy.roles import Permission
 
 TAGS = ["documents"]
 # Multipart framing and form fields around the files.
@@ -91,7 +91,7 @@ def _refusal(outcomes: list[UploadOutcome], results: list[dict]) -> ApiError:
 
 
 class DocumentListView(TenantAPIView):
-    actions = {"POST": Action.WRITE_DOCUMENTS}
+    required = {"POST": Permission.WRITE_DOCUMENTS}
     parser_classes = [MultiPartParser]  # uploads are multipart only
 
     @extend_schema(
@@ -150,7 +150,7 @@ class DocumentListView(TenantAPIView):
 
 
 class DocumentDetailView(TenantAPIView):
-    actions = {"DELETE": Action.WRITE_DOCUMENTS}
+    required = {"DELETE": Permission.WRITE_DOCUMENTS}
 
     def _get(self, pk: int) -> Document:
         return access.access_document(self.tenant, pk, self.access.knowledge_base_ids)
@@ -176,7 +176,7 @@ class DocumentDetailView(TenantAPIView):
 
 
 class DocumentReprocessView(TenantAPIView):
-    actions = {"POST": Action.WRITE_DOCUMENTS}
+    required = {"POST": Permission.WRITE_DOCUMENTS}
 
     @extend_schema(
         summary="Reprocess a document",

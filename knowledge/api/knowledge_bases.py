@@ -15,9 +15,9 @@ from knowledge.embeddings import EmbeddingConfig
 from knowledge.embeddings.registry import settings_config
 from knowledge.services.knowledge_base_changes import delete_knowledge_base, update_knowledge_base
 from knowledge.services.knowledge_bases import create_knowledge_base
-from rag_project.api.schema import error_responses
-from rag_project.api.tenancy import Action
-from rag_project.api.views import TenantAPIView
+from tenancy.api.schema import error_responses
+from tenancy.api.views import TenantAPIView
+from tenancy.roles import Permission
 
 TAGS = ["knowledge bases"]
 
@@ -35,7 +35,7 @@ def _embedding(data: dict | None) -> EmbeddingConfig | None:
 
 
 class KnowledgeBaseListView(TenantAPIView):
-    actions = {"POST": Action.MANAGE_KNOWLEDGE_BASES}
+    required = {"POST": Permission.MANAGE_KNOWLEDGE_BASES}
 
     @extend_schema(
         summary="List knowledge bases",
@@ -72,9 +72,9 @@ class KnowledgeBaseListView(TenantAPIView):
 
 
 class KnowledgeBaseDetailView(TenantAPIView):
-    actions = {
-        "PATCH": Action.MANAGE_KNOWLEDGE_BASES,
-        "DELETE": Action.MANAGE_KNOWLEDGE_BASES,
+    required = {
+        "PATCH": Permission.MANAGE_KNOWLEDGE_BASES,
+        "DELETE": Permission.MANAGE_KNOWLEDGE_BASES,
     }
 
     def _get(self, pk: int):

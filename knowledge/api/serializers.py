@@ -7,12 +7,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from knowledge import access
-from knowledge.api.fields import FiniteFloatField, JSONObjectField, id_field
 from knowledge.embeddings.local import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
 from knowledge.embeddings.registry import PROVIDERS
-from knowledge.models import ApiKey, Chunk, Document, KnowledgeBase
+from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services.knowledge_base_changes import EDITABLE_FIELDS
-from rag_project.api.schema import ErrorDetailSerializer
+from tenancy.api.fields import FiniteFloatField, JSONObjectField
+from tenancy.api.schema import ErrorDetailSerializer
 
 # ---------------------------------------------------------------- knowledge bases
 
@@ -273,85 +273,3 @@ class ChunkSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.ListField(child=serializers.CharField(), allow_null=True))
     def get_tokens(self, chunk: Chunk) -> list[str] | None:
         return list(chunk.tokens) if self.context.get("include_tokens") else None
-
-
-# ---------------------------------------------------------------- API keys
-
-
-class ApiKeySerializer(serializers.ModelSerializer):
-    knowledge_base_ids = serializers.SerializerMethodField(
-        help_text="The knowledge bases the key is restricted to; empty: all of the tenant's."
-    )
-    created_by = serializers.SerializerMethodField()
-    is_active = serializers.SerializerMethodField()
-
-    class Meta:
-        model = ApiKey
-        fields = [
-            "id",
-            "name",
-            "prefix",
-            "scopes",
-            "knowledge_base_ids",
-            "created_by",
-            "created_at",
-            "last_used_at",
-            "revoked_at",
-            "is_active",
-        ]
-        read_only_fields = fields
-        extra_kwargs = {
-            "prefix": {"help_text": "The key's first characters: identifies it, reveals nothing."},
-            "last_used_at": {"help_text": "Recorded at most once a minute."},
-        }
-
-    def get_knowledge_base_ids(self, key: ApiKey) -> list[int]:
-        return sorted(kb.pk for kb in key.knowledge_bases.all())
-
-    def get_created_by(self, key: ApiKey) -> str | None:
-        return key.created_by.get_username() if key.created_by else None
-
-    def get_is_active(self, key: ApiKey) -> bool:
-        return key.revoked_at is None
-
-
-class ApiKeyCreatedSerializer(ApiKeySerializer):
-    key = serializers.CharField(
-        read_only=True, help_text="The secret key. Shown this once; only its hash is stored."
-    )
-
-    class Meta(ApiKeySerializer.Meta):
-        fields = [*ApiKeySerializer.Meta.fields, "key"]
-        read_only_fields = fields
-
-
-class ApiKeyCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
-    scopes = serializers.ListField(
-        child=serializers.ChoiceField(choices=ApiKey.Scope.choices),
-        min_length=1,
-        max_length=2,
-        default=[ApiKey.Scope.READ],
-        help_text="read: list, retrieve, search. write: create, upload, update, delete.",
-    )
-    knowledge_base_ids = serializers.ListField(
-        child=id_field(),
-        max_length=1000,
-        default=list,
-        help_text="Restrict the key to these knowledge bases; empty: all of the tenant's.",
-    )
-
-    def validate_name(self, value: str) -> str:
-        if access.api_keys(self.context["tenant"]).filter(name=value).exists():
-            raise serializers.ValidationError("An API key with this name already exists.")
-        return value
-
-    def validate_knowledge_base_ids(self, value: list[int]) -> list[KnowledgeBase]:
-        wanted = list(dict.fromkeys(value))
-        found = {
-            kb.pk: kb for kb in access.knowledge_bases(self.context["tenant"]).filter(pk__in=wanted)
-        }
-        missing = [pk for pk in wanted if pk not in found]
-        if missing:
-            raise serializers.ValidationError(f"Knowledge base {missing[0]} not found.")
-        return [found[pk] for pk in wanted]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from knowledge.api import api_keys, chunks, documents, knowledge_bases
+from knowledge.api import chunks, documents, knowledge_bases
 
 urlpatterns = [
     path(
@@ -31,7 +31,4 @@ urlpatterns = [
     ),
     path("documents/<id:pk>/chunks", chunks.DocumentChunksView.as_view(), name="document-chunks"),
     path("chunks/<id:pk>", chunks.ChunkDetailView.as_view(), name="chunk-detail"),
-    path("api-keys", api_keys.ApiKeyListView.as_view(), name="api-key-list"),
-    path("api-keys/<id:pk>", api_keys.ApiKeyDetailView.as_view(), name="api-key-detail"),
-    path("api-keys/<id:pk>/revoke", api_keys.ApiKeyRevokeView.as_view(), name="api-key-revoke"),
 ]

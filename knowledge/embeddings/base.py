@@ -6,9 +6,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tenancy.errors import DomainError, ErrorKind
 
-class EmbeddingError(RuntimeError):
+
+class EmbeddingError(DomainError, RuntimeError):
     """The provider failed in a way a person can act on; the message says how."""
+
+    code = "invalid"
+    kind = ErrorKind.INVALID
 
 
 class ProviderUnavailable(EmbeddingError):

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from rag_project.http_retry import RetriesExhausted, post_with_retries
+from knowledge.embeddings.http_retry import RetriesExhausted, post_with_retries
 
 from .base import EmbeddingConfig, EmbeddingError
 

@@ -1,5 +1,4 @@
-"""Documents in: upload (with duplicate detection and replacement), reprocess, delete, and the
-reaper that rescues documents whose processing was lost.
+"""Documents in: upload (with duplicate detection and replacement), reprocess, delete.
 
 A failed upload leaves the knowledge base as it was: the type and size are checked and the file
 hashed before anything is written, and a stored file is removed again if its row is not created.
@@ -11,7 +10,6 @@ import hashlib
 import logging
 import re
 import unicodedata
-from datetime import timedelta
 from pathlib import PurePosixPath
 from typing import BinaryIO
 
@@ -22,8 +20,11 @@ from django.db.models import F
 from django.utils import timezone
 
 from knowledge.ingestion.parsing import FileTooLarge, detect_file_type
-from knowledge.models import Document, KnowledgeBase, Tenant
+from knowledge.models import Document, KnowledgeBase
 from knowledge.services.knowledge_bases import bump_index_version
+from rag_project.celery import enqueue
+from tenancy.errors import DomainError, ErrorKind, ensure_tenant
+from tenancy.models import Tenant
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +32,18 @@ _HEAD_BYTES = 8192
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class DuplicateDocument(Exception):
+class DuplicateDocument(DomainError):
     """The same bytes are already in this knowledge base."""
 
+    code = "duplicate_document"
+    kind = ErrorKind.CONFLICT
+
     def __init__(self, existing: Document) -> None:
-        super().__init__(f"this file is already in the knowledge base as document {existing.pk}")
+        super().__init__(
+            f"This file is already in the knowledge base as document {existing.pk}; "
+            "upload it with replace=true to process it again.",
+            existing_document_id=existing.pk,
+        )
         self.existing = existing
 
 
@@ -85,7 +93,7 @@ def create_document(
     finding the old one until then, and keeps it if the new one fails). ``queue=False`` leaves
     processing to the caller (``ingest --sync``).
     """
-    assert knowledge_base.tenant_id == tenant.pk, "knowledge base of another tenant"
+    ensure_tenant(knowledge_base, tenant, "knowledge base")
     filename = clean_filename(name)
     sha256, size, head = _hash_and_measure(stream)
     file_type = detect_file_type(filename, head)
@@ -149,14 +157,14 @@ def reprocess_document(*, tenant: Tenant, document: Document) -> None:
     """Process a document again from its stored file. Only ``ready`` documents are searched, so
     it leaves search until it is ready again; its old chunks are replaced in one step then.
     (To keep an old version searchable meanwhile, upload the new file with replace=True.)"""
-    assert document.tenant_id == tenant.pk, "document of another tenant"
+    ensure_tenant(document, tenant, "document")
     with transaction.atomic():
         _queue_again(document)
 
 
 def delete_document(*, tenant: Tenant, document: Document) -> None:
     """Delete a document, its chunks and (after commit) its stored file; bumps the index."""
-    assert document.tenant_id == tenant.pk, "document of another tenant"
+    ensure_tenant(document, tenant, "document")
     storage, stored_name = document.file.storage, document.file.name
     with transaction.atomic():
         kb = KnowledgeBase.objects.select_for_update().get(pk=document.knowledge_base_id)
@@ -169,53 +177,9 @@ def delete_document(*, tenant: Tenant, document: Document) -> None:
 def enqueue_processing(document_id: int) -> None:
     """Queue processing once the current transaction commits. If the broker cannot be reached
     the document stays ``pending`` and the reaper queues it again later: nothing is lost."""
+    from knowledge.tasks import process_document_task
 
-    def send() -> None:
-        from knowledge.tasks import process_document_task
-
-        try:
-            process_document_task.apply_async(
-                (document_id,), retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2}
-            )
-        except Exception as exc:  # broker down: the reaper will queue it again
-            logger.warning(
-                "could not queue document %s (%s); the reaper will retry", document_id, exc
-            )
-
-    transaction.on_commit(send)
-
-
-def reap_stuck_documents(now=None) -> dict[str, int]:
-    """Re-queue documents stuck in a non-final state for longer than ``RAG_STUCK_AFTER_S``
-    (their worker died, or the broker lost the task); fail them after
-    ``RAG_MAX_PROCESSING_ATTEMPTS`` attempts with a message saying so."""
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.RAG_STUCK_AFTER_S)
-    stuck = Document.objects.exclude(status__in=Document.Status.final()).filter(
-        updated_at__lt=cutoff
-    )
-    failed = stuck.filter(attempts__gte=settings.RAG_MAX_PROCESSING_ATTEMPTS).update(
-        status=Document.Status.FAILED,
-        error=(
-            f"processing did not finish after {settings.RAG_MAX_PROCESSING_ATTEMPTS} attempts; "
-            "check the worker logs, then reprocess the document"
-        ),
-        updated_at=now,
-    )
-    requeued = 0
-    for document_id in stuck.values_list("pk", flat=True):
-        with transaction.atomic():
-            touched = (
-                Document.objects.filter(pk=document_id, updated_at__lt=cutoff)
-                .exclude(status__in=Document.Status.final())
-                .update(status=Document.Status.PENDING, progress=0, updated_at=now)
-            )
-            if touched:
-                enqueue_processing(document_id)
-                requeued += 1
-    if failed or requeued:
-        logger.warning("reaper: %d stuck documents re-queued, %d failed", requeued, failed)
-    return {"requeued": requeued, "failed": failed}
+    enqueue(process_document_task, document_id)
 
 
 def record_attempt(document_id: int) -> None:

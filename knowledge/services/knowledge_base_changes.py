@@ -17,8 +17,10 @@ from django.db.models import Count
 from django.utils import timezone
 
 from knowledge.embeddings import EmbeddingConfig
-from knowledge.models import ApiKey, Document, KnowledgeBase, Tenant
+from knowledge.models import Document, KnowledgeBase
 from knowledge.services.reindex import change_embedding, set_user_words
+from tenancy.errors import ensure_tenant
+from tenancy.models import ApiKey, Tenant
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ def update_knowledge_base(
     (``weight_mode`` becomes ``fixed``): weights set by hand are meant to be used, and a
     calibrated knowledge base would otherwise go on using its measured ones.
     """
-    assert knowledge_base.tenant_id == tenant.pk, "knowledge base of another tenant"
+    ensure_tenant(knowledge_base, tenant, "knowledge base")
     unknown = set(changes) - set(SETTINGS_FIELDS)
     if unknown:
         raise TypeError(f"not settings of a knowledge base: {', '.join(sorted(unknown))}")
@@ -86,7 +88,7 @@ def delete_knowledge_base(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> N
     API keys restricted to this knowledge base alone are revoked with it: an empty restriction
     means "every knowledge base", so such a key would otherwise gain access to all of them.
     """
-    assert knowledge_base.tenant_id == tenant.pk, "knowledge base of another tenant"
+    ensure_tenant(knowledge_base, tenant, "knowledge base")
     storage = Document._meta.get_field("file").storage
     with transaction.atomic():
         kb = KnowledgeBase.objects.select_for_update().get(pk=knowledge_base.pk, tenant=tenant)

@@ -7,8 +7,9 @@ from django.db.models import F
 
 from knowledge.embeddings import EmbeddingConfig, default_config
 from knowledge.embeddings.registry import resolved
-from knowledge.models import KnowledgeBase, Tenant
+from knowledge.models import KnowledgeBase
 from knowledge.signals import knowledge_base_changed
+from tenancy.models import Tenant
 
 
 def create_knowledge_base(
@@ -40,7 +41,8 @@ def create_knowledge_base(
 def bump_index_version(knowledge_base: KnowledgeBase) -> int:
     """Increase the knowledge base's ``index_version`` inside the current transaction and send
     ``knowledge_base_changed``. Call it in the same transaction as the change itself."""
-    assert transaction.get_connection().in_atomic_block, "bump inside the changing transaction"
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("bump the index version inside the transaction of the change")
     KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(index_version=F("index_version") + 1)
     version = KnowledgeBase.objects.values_list("index_version", flat=True).get(
         pk=knowledge_base.pk

@@ -12,13 +12,17 @@ from __future__ import annotations
 import logging
 
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from knowledge.analysis import ANALYZER_VERSION, get_analyzer
 from knowledge.embeddings import EmbeddingConfig, get_embedder
 from knowledge.embeddings.registry import resolved, with_model
-from knowledge.models import Chunk, Document, KnowledgeBase, StagedEmbedding, Tenant
+from knowledge.models import Chunk, Document, KnowledgeBase, StagedEmbedding
 from knowledge.services.knowledge_bases import bump_index_version
+from rag_project.celery import enqueue
+from tenancy.errors import ensure_tenant
+from tenancy.models import Tenant
 
 logger = logging.getLogger(__name__)
 BATCH = 500
@@ -28,15 +32,19 @@ BATCH = 500
 
 
 def reanalyze_knowledge_base(knowledge_base_id: int, *, all_chunks: bool = False) -> int:
-    """Recompute tokens of the knowledge base's chunks analysed with another analyser version
-    (or of all of them); returns how many changed. Bumps the index version once at the end."""
+    """Recompute tokens of the knowledge base's chunks that are out of date (analysed with
+    another analyser version, or belonging to a document marked for re-analysis with
+    ``analyzer_version`` 0), or of all of them; returns how many changed. Bumps the index
+    version once at the end."""
     kb = KnowledgeBase.objects.filter(pk=knowledge_base_id).first()
     if kb is None:
         return 0
     analyzer = get_analyzer(kb.user_words)
     chunks = Chunk.objects.filter(knowledge_base=kb).select_related("document").order_by("pk")
     if not all_chunks:
-        chunks = chunks.exclude(analyzer_version=ANALYZER_VERSION)
+        chunks = chunks.filter(
+            ~Q(analyzer_version=ANALYZER_VERSION) | ~Q(document__analyzer_version=ANALYZER_VERSION)
+        )
     changed, last_pk = 0, 0
     while True:
         batch = list(chunks.filter(pk__gt=last_pk)[:BATCH])
@@ -51,7 +59,9 @@ def reanalyze_knowledge_base(knowledge_base_id: int, *, all_chunks: bool = False
         changed += len(batch)
         last_pk = batch[-1].pk
     with transaction.atomic():
-        Document.objects.filter(knowledge_base=kb).update(analyzer_version=ANALYZER_VERSION)
+        Document.objects.filter(knowledge_base=kb, status=Document.Status.READY).update(
+            analyzer_version=ANALYZER_VERSION
+        )
         if changed:
             bump_index_version(KnowledgeBase.objects.select_for_update().get(pk=kb.pk))
     if changed:
@@ -59,34 +69,21 @@ def reanalyze_knowledge_base(knowledge_base_id: int, *, all_chunks: bool = False
     return changed
 
 
-def queue_outdated_reanalysis() -> list[int]:
-    """Queue re-analysis of every knowledge base holding documents analysed with an older
-    analyser version (run periodically by beat; cheap: it reads the documents table)."""
-    from knowledge.tasks import reanalyze_knowledge_base_task
-
-    kb_ids = sorted(
-        set(
-            Document.objects.filter(status=Document.Status.READY)
-            .exclude(analyzer_version=ANALYZER_VERSION)
-            .values_list("knowledge_base_id", flat=True)
-        )
-    )
-    for kb_id in kb_ids:
-        reanalyze_knowledge_base_task.delay(kb_id)
-    return kb_ids
-
-
 def set_user_words(*, tenant: Tenant, knowledge_base: KnowledgeBase, words: list[str]) -> None:
-    """Change a knowledge base's domain words; its chunks are re-analysed in the background."""
+    """Change a knowledge base's domain words; its chunks are re-analysed in the background.
+    Its ready documents are marked for re-analysis (``analyzer_version`` 0) in the same
+    transaction, so the periodic sweep re-analyses them even if the task is never queued."""
     from knowledge.tasks import reanalyze_knowledge_base_task
 
-    assert knowledge_base.tenant_id == tenant.pk, "knowledge base of another tenant"
+    ensure_tenant(knowledge_base, tenant, "knowledge base")
     cleaned = sorted({w.strip() for w in words if w and w.strip()})
     with transaction.atomic():
         KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(user_words=cleaned)
+        Document.objects.filter(knowledge_base=knowledge_base, status=Document.Status.READY).update(
+            analyzer_version=0
+        )
         knowledge_base.user_words = cleaned
-        kb_id = knowledge_base.pk
-        transaction.on_commit(lambda: reanalyze_knowledge_base_task.delay(kb_id, all_chunks=True))
+        enqueue(reanalyze_knowledge_base_task, knowledge_base.pk)
 
 
 # --------------------------------------------------------------------------- re-embedding
@@ -100,21 +97,21 @@ def change_embedding(
     background and search keeps the old vectors until the switch."""
     from knowledge.tasks import reembed_knowledge_base_task
 
-    assert knowledge_base.tenant_id == tenant.pk, "knowledge base of another tenant"
+    ensure_tenant(knowledge_base, tenant, "knowledge base")
     target = resolved(config)
     migration = {
         "provider": target.provider,
         "model": target.model,
         "dimensions": target.dimensions,
         "started_at": timezone.now().isoformat(),
+        "updated_at": timezone.now().isoformat(),
         "done": 0,
     }
     with transaction.atomic():
         KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(embedding_migration=migration)
         StagedEmbedding.objects.filter(knowledge_base=knowledge_base).delete()
         knowledge_base.embedding_migration = migration
-        kb_id = knowledge_base.pk
-        transaction.on_commit(lambda: reembed_knowledge_base_task.delay(kb_id))
+        enqueue(reembed_knowledge_base_task, knowledge_base.pk)
     return migration
 
 
@@ -175,7 +172,11 @@ def _stage_missing(kb: KnowledgeBase, target: EmbeddingConfig, embedder) -> int:
             ]
         )
         done += len(batch)
-        kb.embedding_migration = {**kb.embedding_migration, "done": done}
+        kb.embedding_migration = {
+            **kb.embedding_migration,
+            "done": done,
+            "updated_at": timezone.now().isoformat(),
+        }
         KnowledgeBase.objects.filter(  # only while this migration is still the current one
             pk=kb.pk, embedding_migration__started_at=kb.embedding_migration["started_at"]
         ).update(embedding_migration=kb.embedding_migration)

@@ -10,8 +10,9 @@ from typing import Protocol
 from django.conf import settings
 
 from knowledge.ingestion.parsing import FileTooLarge, ParseError
-from knowledge.models import Document, KnowledgeBase, Tenant
+from knowledge.models import Document, KnowledgeBase
 from knowledge.services.documents import DuplicateDocument, create_document
+from tenancy.models import Tenant
 
 
 class Upload(Protocol):

@@ -33,8 +33,10 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "rest_framework",
     "rag_project.apps.CoreConfig",
+    "tenancy",
     "knowledge",
     "retrieval",
+    "bench",
 ]
 
 MIDDLEWARE = [
@@ -136,6 +138,11 @@ CELERY_BEAT_SCHEDULE = {
     "queue-outdated-reanalysis": {
         "task": "knowledge.queue_outdated_reanalysis",
         "schedule": 600,
+    },
+    # BM25 builds and calibrations whose task was lost (broker down when it was queued).
+    "reap-index-upkeep": {
+        "task": "retrieval.reap_index_upkeep",
+        "schedule": 300,
     },
 }
 
@@ -257,7 +264,7 @@ INSTALLED_APPS += ["drf_spectacular"]
 REST_FRAMEWORK = {
     # Bearer API keys first: a request without credentials then answers 401 with a challenge.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rag_project.api.authentication.ApiKeyAuthentication",
+        "tenancy.api.authentication.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -270,17 +277,17 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
         "rest_framework.parsers.FormParser",
     ],
-    "DEFAULT_PAGINATION_CLASS": "rag_project.api.pagination.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "tenancy.api.pagination.Pagination",
     "DEFAULT_THROTTLE_CLASSES": [
-        "rag_project.api.throttling.ApiKeyRateThrottle",
-        "rag_project.api.throttling.SessionUserRateThrottle",
+        "tenancy.api.throttling.ApiKeyRateThrottle",
+        "tenancy.api.throttling.SessionUserRateThrottle",
     ],
     # Requests per key (api_key) and per signed-in user (user): "600/min", "20/s", "50000/day".
     "DEFAULT_THROTTLE_RATES": {
         "api_key": env.str("API_THROTTLE_RATE", default="600/min"),
         "user": env.str("API_USER_THROTTLE_RATE", default="600/min"),
     },
-    "EXCEPTION_HANDLER": "rag_project.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "tenancy.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -301,12 +308,12 @@ SPECTACULAR_SETTINGS = {
     },
     "ENUM_NAME_OVERRIDES": {
         "DocumentStatusEnum": "knowledge.models.Document.Status",
-        "ApiKeyScopeEnum": "knowledge.models.ApiKey.Scope",
+        "ApiKeyScopeEnum": "tenancy.models.ApiKey.Scope",
         "WeightModeEnum": "knowledge.models.KnowledgeBase.WeightMode",
         "EmbeddingProviderEnum": "knowledge.embeddings.registry.PROVIDERS",
     },
 }
 # Uploads stream to temporary files on disk (never into memory), at most
 # RAG_MAX_UPLOAD_BYTES + 1 bytes each; RAG_MAX_UPLOAD_FILES files per request.
-FILE_UPLOAD_HANDLERS = ["rag_project.api.uploads.BoundedTemporaryFileUploadHandler"]
+FILE_UPLOAD_HANDLERS = ["knowledge.api.uploads.BoundedTemporaryFileUploadHandler"]
 RAG_MAX_UPLOAD_FILES = env.int("RAG_MAX_UPLOAD_FILES", default=20)

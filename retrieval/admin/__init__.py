@@ -3,10 +3,10 @@ replaced by its extension (index panel, rebuild and calibrate actions, hit testi
 
 from django.contrib import admin
 
-from knowledge.admin.scoping import TenantScopedAdmin
 from knowledge.models import KnowledgeBase
 from retrieval.admin.knowledge_bases import RetrievalKnowledgeBaseAdmin
 from retrieval.models import BM25Index
+from tenancy.admin.scoping import TenantScopedAdmin
 
 if admin.site.is_registered(KnowledgeBase):
     admin.site.unregister(KnowledgeBase)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from django.db import transaction
-
 from knowledge.models import KnowledgeBase
+from rag_project.celery import enqueue
+from retrieval import tasks
 from retrieval.bm25store import get_store
-from retrieval.bm25store.services import queue_invalidate_and_warm
 
 
 def rebuild_index(knowledge_base: KnowledgeBase) -> None:
@@ -15,5 +14,8 @@ def rebuild_index(knowledge_base: KnowledgeBase) -> None:
     current and keep it; a rebuild on request is for an index someone distrusts. A search that
     comes before the worker builds it on demand, as after any invalidation."""
     get_store().invalidate(knowledge_base.pk)
-    kb_id, version = knowledge_base.pk, knowledge_base.index_version
-    transaction.on_commit(lambda: queue_invalidate_and_warm(kb_id, version))
+    enqueue(
+        tasks.invalidate_and_warm_bm25,
+        knowledge_base.pk,
+        index_version=knowledge_base.index_version,
+    )

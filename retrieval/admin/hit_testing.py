@@ -14,8 +14,8 @@ from django.utils import timezone
 from knowledge.analysis import Analyzer
 from knowledge.models import KnowledgeBase
 from retrieval.admin.highlight import Segment, highlight
-from retrieval.service import SearchResult
-from retrieval.types import Hit, SearchMode
+from retrieval.search import SearchResult
+from retrieval.search.types import Hit, SearchMode
 
 HISTORY_SIZE = 10
 RERANK = {"on": True, "off": False}

@@ -12,14 +12,14 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from knowledge.admin.knowledge_bases import KnowledgeBaseAdmin
-from knowledge.admin.scoping import Can
 from knowledge.analysis import get_analyzer
 from knowledge.models import KnowledgeBase
 from retrieval.admin import hit_testing
 from retrieval.admin.actions import rebuild_index
 from retrieval.admin.index_status import index_status
 from retrieval.calibration import calibrate
-from retrieval.service import InvalidSearch, RAGService
+from retrieval.search import InvalidSearch, RAGService
+from tenancy.roles import Permission
 
 
 class RetrievalKnowledgeBaseAdmin(KnowledgeBaseAdmin):
@@ -82,7 +82,7 @@ class RetrievalKnowledgeBaseAdmin(KnowledgeBaseAdmin):
         return TemplateResponse(request, "admin/retrieval/knowledgebase/hit_testing.html", context)
 
     def rebuild_index_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
-        kb = self.scoped_object_or_404(request, object_id, Can.MANAGE)
+        kb = self.scoped_object_or_404(request, object_id, Permission.MANAGE_KNOWLEDGE_BASES)
         rebuild_index(kb)
         messages.success(
             request,
@@ -94,7 +94,7 @@ class RetrievalKnowledgeBaseAdmin(KnowledgeBaseAdmin):
     def calibrate_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
         """Runs here, in the request (a few seconds: 60 pseudo-queries per leg), so the page
         that comes back shows the new weights."""
-        kb = self.scoped_object_or_404(request, object_id, Can.MANAGE)
+        kb = self.scoped_object_or_404(request, object_id, Permission.MANAGE_KNOWLEDGE_BASES)
         result = calibrate(kb.tenant, kb)
         if not result.queries:
             messages.warning(request, "No ready chunks to calibrate on yet.")

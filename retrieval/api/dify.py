@@ -27,15 +27,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView, set_rollback
 
 from knowledge import access
-from knowledge.api.fields import FiniteFloatField, storable_json
-from rag_project.api.authentication import ApiKeyAuthentication
-from rag_project.api.errors import translate
-from rag_project.api.permissions import TenantAccess
-from rag_project.api.tenancy import Action
-from rag_project.api.throttling import ApiKeyRateThrottle
 from retrieval.api.dify_conditions import UnsupportedCondition, filters_from_condition
-from retrieval.api.errors import search_errors
-from retrieval.service import RAGService
+from retrieval.search import RAGService
+from tenancy.api.authentication import ApiKeyAuthentication
+from tenancy.api.errors import translate
+from tenancy.api.fields import FiniteFloatField, storable_json
+from tenancy.api.permissions import TenantAccess
+from tenancy.api.throttling import ApiKeyRateThrottle
+from tenancy.roles import Permission
 
 KNOWLEDGE_ID = re.compile(r"[0-9]{1,18}")
 INVALID_HEADER, AUTH_FAILED, NO_KNOWLEDGE = 1001, 1002, 2001
@@ -170,8 +169,8 @@ class DifyRetrievalView(APIView):
     permission_classes = [TenantAccess]
     throttle_classes = [ApiKeyRateThrottle]
 
-    def required_action(self, request) -> Action:
-        return Action.READ
+    def required_permission(self, request) -> Permission:
+        return Permission.READ
 
     def get_exception_handler(self):
         return dify_exception_handler
@@ -226,14 +225,13 @@ class DifyRetrievalView(APIView):
                 400, UNSUPPORTED_CONDITION, f"Unsupported metadata_condition: {exc}"
             ) from None
         setting = data["retrieval_setting"]
-        with search_errors():
-            result = RAGService(request.tenant).search(
-                data["query"],
-                kb.pk,
-                top_k=min(setting["top_k"], settings.RAG_MAX_TOP_K),
-                score_threshold=setting["score_threshold"],
-                filters=filters,
-            )
+        result = RAGService(request.tenant).search(
+            data["query"],
+            kb.pk,
+            top_k=min(setting["top_k"], settings.RAG_MAX_TOP_K),
+            score_threshold=setting["score_threshold"],
+            filters=filters,
+        )
         records = [_record(hit) for hit in result.hits]
         body = DifyRetrievalResponseSerializer({"records": records}).data
         return Response(body, status=status.HTTP_200_OK)

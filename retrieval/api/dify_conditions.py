@@ -18,7 +18,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from retrieval.types import SearchFilters
+from retrieval.search.types import SearchFilters
 
 EQUALITY = ("is", "=", "in")
 DATE_OPERATORS = ("before", "after")

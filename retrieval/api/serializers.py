@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
-from knowledge.api.fields import FiniteFloatField, id_field, storable_json
-from retrieval.service import SearchResult
-from retrieval.types import SearchFilters, SearchMode
+from retrieval.search import SearchResult
+from retrieval.search.types import SearchFilters, SearchMode
+from tenancy.api.fields import FiniteFloatField, id_field, storable_json
 
 # ---------------------------------------------------------------- requests
 

@@ -14,9 +14,6 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from knowledge import access
-from rag_project.api.schema import error_responses
-from rag_project.api.views import TenantAPIView
-from retrieval.api.errors import search_errors
 from retrieval.api.serializers import (
     ContextRequestSerializer,
     ContextResponseSerializer,
@@ -26,7 +23,9 @@ from retrieval.api.serializers import (
     SearchResponseSerializer,
     present,
 )
-from retrieval.service import RAGService, SearchResult
+from retrieval.search import RAGService, SearchResult
+from tenancy.api.schema import error_responses
+from tenancy.api.views import TenantAPIView
 
 TAGS = ["search"]
 
@@ -44,15 +43,13 @@ class _SearchView(TenantAPIView):
         query = serializer.validated_data["query"]
         if pk is not None:
             kb = access.access_knowledge_base(self.tenant, pk, self.access.knowledge_base_ids)
-            with search_errors():
-                result = service.search(query, kb.pk, **options)
+            result = service.search(query, kb.pk, **options)
         else:
             ids = serializer.validated_data["knowledge_base_ids"]
             for kb_id in ids:
                 if not self.access.allows_knowledge_base(kb_id):
                     raise NotFound(f"Knowledge base {kb_id} not found.")
-            with search_errors():
-                result = service.search_multiple_knowledge_bases(query, ids, **options)
+            result = service.search_multiple_knowledge_bases(query, ids, **options)
         return result, serializer.validated_data
 
     def _context(self, request, pk: int | None) -> Response:

@@ -60,7 +60,7 @@ def build_from_database(knowledge_base: KnowledgeBase) -> BuiltIndex:
         )
         if version is None:
             raise KnowledgeBase.DoesNotExist(f"knowledge base {knowledge_base.pk} is gone")
-        ids, corpus = _fetch_tokens(knowledge_base)
+        ids, corpus = fetch_tokens(knowledge_base)
     index = BM25Index.build(ids, corpus)
     return BuiltIndex(index, version, len(ids), time.perf_counter() - started)
 
@@ -85,7 +85,9 @@ def _ready_chunks(knowledge_base: KnowledgeBase):
     ).order_by()
 
 
-def _fetch_tokens(knowledge_base: KnowledgeBase) -> tuple[list[int], list[list[str]]]:
+def fetch_tokens(knowledge_base: KnowledgeBase) -> tuple[list[int], list[list[str]]]:
+    """The ids (ascending) and stored token lists of the knowledge base's chunks of ready
+    documents, as a build reads them (inside the caller's snapshot, if any)."""
     packed = Func(
         Func(F("tokens"), Value(_SEPARATOR), function="array_to_string"),
         Value("UTF8"),

@@ -28,7 +28,7 @@ class _Entry(Generic[T]):
 
 class ByteLRU(Generic[T]):
     """A thread-safe LRU of one value per knowledge base (a BM25 index; a vector matrix in
-    ``retrieval.vector_matrix``), holding at most ``max_bytes`` of their ``nbytes``. A value
+    ``retrieval.vector.matrix``), holding at most ``max_bytes`` of their ``nbytes``. A value
     larger than the whole budget is not kept at all."""
 
     def __init__(self, max_bytes: int) -> None:

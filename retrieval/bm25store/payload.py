@@ -20,9 +20,11 @@ from django.conf import settings
 from django.utils.crypto import salted_hmac
 
 from retrieval.bm25 import BM25Index
-from retrieval.bm25.bench import PAYLOAD_ZLIB_LEVEL
 
 _SALT = "retrieval.bm25store.payload"
+# zlib level 1: every level inflates at the same speed (the output size sets the cost), and
+# higher levels shrink the payload little while a rebuild pays their compression time.
+PAYLOAD_ZLIB_LEVEL = 1
 
 
 class PayloadRejected(Exception):

@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from retrieval.types import Hit
+from retrieval.search.types import Hit
 
 # Where a document added through LangChain keeps the id it was added with (in its metadata).
 ID_KEY = "langchain_id"

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, model_validator
 
-from retrieval.types import SearchMode
+from retrieval.search.types import SearchMode
 
 
 class BaseKnowledgeBaseRetriever(BaseRetriever):
@@ -28,7 +28,7 @@ class BaseKnowledgeBaseRetriever(BaseRetriever):
     score_threshold: float | None = None
     filters: dict[str, Any] | None = None
     """``{"metadata": {"project": "apollo"}, "document_ids": [...], "max_age_days": 30,
-    "created_after": ..., "created_before": ...}``; see ``retrieval.types.SearchFilters``."""
+    "created_after": ..., "created_before": ...}``; see ``retrieval.search.types.SearchFilters``."""
     rerank: bool | None = None
     rerank_top_n: int | None = Field(default=None, ge=1)
     candidate_multiplier: int | None = Field(default=None, ge=1)

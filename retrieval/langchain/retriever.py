@@ -23,15 +23,15 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import field_validator
 
-from knowledge.models import Tenant
 from retrieval.langchain.documents import hit_to_document
 from retrieval.langchain.options import BaseKnowledgeBaseRetriever
 from retrieval.langchain.vectorstore import (
     KnowledgeBaseVectorStore,
     KnowledgeBaseVectorStoreRetriever,
 )
-from retrieval.service import RAGService
-from retrieval.types import SearchFilters, SearchOptions
+from retrieval.search import RAGService
+from retrieval.search.types import SearchFilters, SearchOptions
+from tenancy.models import Tenant
 
 
 class KnowledgeBaseRetriever(BaseKnowledgeBaseRetriever):
@@ -109,3 +109,6 @@ def get_retriever(
             raise TypeError(f"unknown search options: {', '.join(sorted(unknown))}")
     store = KnowledgeBaseVectorStore(service.tenant, knowledge_base_id, embedding, service=service)
     return store.as_retriever(search_type=search_type, search_kwargs=options)
+
+
+RAGService.register_retriever_factory(get_retriever)

@@ -24,11 +24,12 @@ from langchain_core.documents import Document
 
 from knowledge import selectors
 from knowledge.ingestion.parsing import parse_document
-from knowledge.models import Chunk, KnowledgeBase, Tenant
+from knowledge.models import Chunk, KnowledgeBase
 from knowledge.models import Document as StoredDocument
 from knowledge.services.documents import DuplicateDocument, create_document, delete_document
 from knowledge.services.processing import parse_limits, process_document
 from retrieval.langchain.documents import ID_KEY, langchain_id, own_metadata
+from tenancy.models import Tenant
 
 READY = StoredDocument.Status.READY
 TITLE_CHARS = 100

@@ -43,7 +43,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from knowledge import selectors
 from knowledge.embeddings import config_for_knowledge_base, get_embedder
 from knowledge.ingestion.parsers.base import clean_text
-from knowledge.models import Chunk, KnowledgeBase, Tenant
+from knowledge.models import Chunk, KnowledgeBase
 from knowledge.models import Document as StoredDocument
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.langchain.documents import hit_to_document, langchain_id, own_metadata
@@ -55,9 +55,10 @@ from retrieval.langchain.embeddings import (
     register_langchain_embeddings,
 )
 from retrieval.langchain.texts import check_text, delete_texts, get_texts, put_text
-from retrieval.service import KnowledgeBaseNotFound, RAGService
-from retrieval.types import SearchFilters
-from retrieval.vector_matrix import nearest_chunks
+from retrieval.search import KnowledgeBaseNotFound, RAGService
+from retrieval.search.types import SearchFilters
+from retrieval.vector.policy import nearest_chunks
+from tenancy.models import Tenant
 
 # Knowledge bases created by the store keep each text whole (LangChain callers split first).
 STORE_CHUNK_SIZE = 20_000

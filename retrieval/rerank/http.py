@@ -13,7 +13,7 @@
 Answers come sorted by score; they are mapped back to input order by ``index`` and checked (each
 index exactly once, each score a finite number): a garbled answer is a RerankError, never a wrong
 score. Timeouts, 408, 409, 425, 429 and 5xx are retried with exponential backoff, honouring
-Retry-After (rag_project.http_retry); other 4xx are not retried.
+Retry-After (knowledge.embeddings.http_retry); other 4xx are not retried.
 
 Batches: TEI refuses more texts per request than its ``--max-client-batch-size`` (default 32; 413
 above it), so it gets 32; Cohere recommends at most 1,000 documents per request, and Jina, which
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from rag_project.http_retry import RetriesExhausted, post_with_retries
+from knowledge.embeddings.http_retry import RetriesExhausted, post_with_retries
 
 from .base import API_STYLES, RerankConfig, RerankError
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import pytest
 
 from knowledge.embeddings import EmbeddingConfig
-from knowledge.models import Document, KnowledgeBase, Membership, Tenant
+from knowledge.models import Document, KnowledgeBase
 from knowledge.services.knowledge_bases import create_knowledge_base
+from tenancy.models import Membership, Tenant
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, add_document
 
 PASSWORD = "correct horse battery staple"

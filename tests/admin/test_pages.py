@@ -10,10 +10,11 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from knowledge.models import ApiKey, Chunk, Document, KnowledgeBase
-from knowledge.services.api_keys import hash_key
+from knowledge.models import Chunk, Document, KnowledgeBase
 from retrieval.models import BM25Index
-from retrieval.service import RAGService
+from retrieval.search import RAGService
+from tenancy.models import ApiKey
+from tenancy.services import hash_key
 from tests.admin.conftest import MANUALS
 from tests.builders import build_pdf
 
@@ -331,7 +332,7 @@ def test_deleting_a_knowledge_base_removes_its_files(owner, world, eager_tasks):
 
 def test_a_new_api_key_is_shown_once_and_only_its_hash_is_stored(owner, world):
     response = owner.post(
-        reverse("admin:knowledge_apikey_add"),
+        reverse("admin:tenancy_apikey_add"),
         {
             "tenant": world.tenant_a.pk,
             "name": "CI",
@@ -342,7 +343,7 @@ def test_a_new_api_key_is_shown_once_and_only_its_hash_is_stored(owner, world):
     secret = re.search(r'id="api-key-secret"[^>]*>([^<]+)<', response.content.decode()).group(1)
     key = ApiKey.objects.get(name="CI")
     assert key.secret_hash == hash_key(secret) and list(key.knowledge_bases.all()) == [world.kb_a]
-    changelist = reverse("admin:knowledge_apikey_changelist")
+    changelist = reverse("admin:tenancy_apikey_changelist")
     owner.post(changelist, {"action": "revoke_selected", "_selected_action": [key.pk]})
     key.refresh_from_db()
     assert key.revoked_at is not None

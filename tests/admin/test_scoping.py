@@ -8,8 +8,8 @@ import pytest
 from django.urls import reverse
 
 from knowledge.models import Chunk, Document, KnowledgeBase
-from knowledge.services.api_keys import create_api_key
 from retrieval.models import BM25Index
+from tenancy.services import create_api_key
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +33,7 @@ def object_pages(world) -> list[tuple[str, str]]:
         ("get", reverse("admin:knowledge_document_file", args=doc_args)),
         ("post", reverse("admin:knowledge_document_reprocess", args=doc_args)),
         ("get", reverse("admin:knowledge_chunk_change", args=[chunk.pk])),
-        ("get", reverse("admin:knowledge_tenant_change", args=[world.tenant_a.pk])),
+        ("get", reverse("admin:tenancy_tenant_change", args=[world.tenant_a.pk])),
     ]
 
 
@@ -76,7 +76,7 @@ def test_posts_to_another_tenants_objects_change_nothing(client, world):
     "model", ["knowledgebase", "document", "chunk", "bm25index", "apikey", "tenant"]
 )
 def test_lists_show_only_the_users_tenants(client, world, model, eager_tasks):
-    from retrieval.service import RAGService
+    from retrieval.search import RAGService
 
     with eager_tasks():
         for kb in (world.kb_a, world.kb_b):  # builds both BM25 indexes (L3 rows)
@@ -84,9 +84,8 @@ def test_lists_show_only_the_users_tenants(client, world, model, eager_tasks):
     assert BM25Index.objects.count() == 2
     create_api_key(tenant=world.tenant_a, name="Acme reader")
     create_api_key(tenant=world.tenant_b, name="Bolt reader")
-    url = reverse(
-        f"admin:{'retrieval' if model == 'bm25index' else 'knowledge'}_{model}_changelist"
-    )
+    app = {"bm25index": "retrieval", "tenant": "tenancy", "apikey": "tenancy"}.get(model, "knowledge")
+    url = reverse(f"admin:{app}_{model}_changelist")
     client.force_login(world.owner_b)
     page = client.get(url).content.decode()
     assert "Acme" not in page and "Sensor notes" not in page and "TH01" not in page
@@ -135,7 +134,7 @@ def test_add_forms_offer_only_the_users_tenants(client, world):
     client.force_login(world.owner_b)
     page = client.get(reverse("admin:knowledge_knowledgebase_add")).content.decode()
     assert "Bolt" in page and "Acme" not in page
-    page = client.get(reverse("admin:knowledge_apikey_add")).content.decode()
+    page = client.get(reverse("admin:tenancy_apikey_add")).content.decode()
     assert "Bolt notes" in page and "Acme manuals" not in page
     response = client.post(
         reverse("admin:knowledge_knowledgebase_add"),

@@ -9,9 +9,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from knowledge.embeddings import EmbeddingConfig
-from knowledge.models import Membership
-from knowledge.services.api_keys import create_api_key
 from knowledge.services.knowledge_bases import create_knowledge_base
+from tenancy.models import Membership
+from tenancy.services import create_api_key
 from tests.factories import MembershipFactory, UserFactory, add_document
 
 API = "/api/v1"

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from knowledge.models import ApiKey, Membership
-from knowledge.services.api_keys import LAST_USED_RESOLUTION, create_api_key, hash_key
+from tenancy.models import ApiKey, Membership
+from tenancy.services import LAST_USED_RESOLUTION, create_api_key, hash_key
 from tests.api.conftest import API, bearer, error_of, signed_in
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from knowledge.models import ApiKey, Membership, Tenant
+from tenancy.models import ApiKey, Membership, Tenant
 from tests.api.conftest import API, bearer, make_kb
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,8 @@ error shape, exactly as for an id that does not exist, and changes nothing."""
 
 import pytest
 
-from knowledge.models import ApiKey, Chunk, Document, KnowledgeBase, Membership
+from knowledge.models import Chunk, Document, KnowledgeBase
+from tenancy.models import ApiKey, Membership
 from tests.api.conftest import API, MANUALS, bearer, error_of, make_kb, named_file, signed_in
 
 pytestmark = pytest.mark.django_db

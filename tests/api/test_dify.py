@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rest_framework.test import APIClient
 
-from knowledge.models import ApiKey, Document
+from knowledge.models import Document
 from retrieval.api.dify_conditions import UnsupportedCondition, filters_from_condition
+from tenancy.models import ApiKey
 from tests.api.conftest import API, bearer, make_kb
 from tests.factories import add_document
 

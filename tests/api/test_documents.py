@@ -9,9 +9,9 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.files.uploadhandler import StopFutureHandlers
 
+from knowledge.api.uploads import BoundedTemporaryFileUploadHandler
 from knowledge.models import Chunk, Document
 from knowledge.services.processing import process_document
-from rag_project.api.uploads import BoundedTemporaryFileUploadHandler
 from tests.api.conftest import API, error_of, make_kb, named_file, upload
 from tests.builders import build_pdf
 

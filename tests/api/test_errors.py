@@ -4,7 +4,7 @@ per API key."""
 import pytest
 from rest_framework.test import APIClient
 
-from retrieval.service import RAGService
+from retrieval.search import RAGService
 from tests.api.conftest import API, bearer, error_of
 
 pytestmark = pytest.mark.django_db

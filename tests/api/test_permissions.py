@@ -2,7 +2,8 @@
 
 import pytest
 
-from knowledge.models import ApiKey, Document, KnowledgeBase, Membership
+from knowledge.models import Document, KnowledgeBase
+from tenancy.models import ApiKey, Membership
 from tests.api.conftest import API, bearer, error_of, make_kb, named_file, signed_in, upload
 
 pytestmark = pytest.mark.django_db

@@ -24,8 +24,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from knowledge.models import ApiKey, Membership
-from knowledge.services.api_keys import create_api_key
+from tenancy.models import ApiKey, Membership
+from tenancy.services import create_api_key
 from tests.api.conftest import MANUALS, make_kb
 from tests.factories import MembershipFactory, TenantFactory
 

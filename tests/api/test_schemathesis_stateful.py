@@ -9,7 +9,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase
 from hypothesis import settings as hypothesis_settings
 
-from knowledge.services.api_keys import create_api_key
+from tenancy.services import create_api_key
 from tests.api.conftest import MANUALS, make_kb
 from tests.api.test_schemathesis import CHECKS
 from tests.factories import TenantFactory

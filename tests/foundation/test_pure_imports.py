@@ -10,7 +10,7 @@ from tests.conftest import REPO, subprocess_env
 
 PURE_MODULES = [
     "rag_project.embedded",
-    "rag_project.http_retry",
+    "knowledge.embeddings.http_retry",
     "retrieval.bm25",
     "knowledge.analysis",
     "knowledge.ingestion.parsing",

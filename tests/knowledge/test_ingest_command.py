@@ -6,7 +6,8 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from knowledge.models import Chunk, Document, KnowledgeBase, Tenant
+from knowledge.models import Chunk, Document, KnowledgeBase
+from tenancy.models import Tenant
 from tests.builders import build_docx, build_pdf
 
 pytestmark = pytest.mark.django_db

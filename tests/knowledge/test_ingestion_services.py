@@ -14,6 +14,7 @@ from knowledge.embeddings import EmbeddingConfig
 from knowledge.ingestion.parsing import FileTooLarge, UnsupportedFileType
 from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services import documents as services
+from knowledge.services import upkeep
 from knowledge.services.knowledge_bases import create_knowledge_base
 from knowledge.services.processing import process_document
 from knowledge.signals import knowledge_base_changed
@@ -257,7 +258,7 @@ def test_reaper_requeues_stuck_documents_and_fails_them_after_bounded_attempts(k
     )
     Document.objects.filter(pk=fresh.pk).update(status="embedding", attempts=1)
 
-    assert services.reap_stuck_documents() == {"requeued": 1, "failed": 1}
+    assert upkeep.reap_stuck_documents() == {"requeued": 1, "failed": 1}
     states = dict(Document.objects.values_list("pk", "status"))
     assert states == {stuck.pk: "pending", hopeless.pk: "failed", fresh.pk: "embedding"}
     assert "after 2 attempts" in Document.objects.get(pk=hopeless.pk).error

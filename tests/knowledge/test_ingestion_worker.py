@@ -11,6 +11,7 @@ from django.test import override_settings
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Chunk, Document
 from knowledge.services import documents as services
+from knowledge.services import upkeep
 from knowledge.services.knowledge_bases import create_knowledge_base
 from tests.factories import TenantFactory
 from tests.fake_services import FakeEmbeddingsServer, Scripted
@@ -92,7 +93,7 @@ def test_worker_killed_mid_document_leaves_no_partial_chunks_and_the_document_re
 
             server.script = []  # the provider is fast again
             settings.RAG_STUCK_AFTER_S = 0
-            assert services.reap_stuck_documents() == {"requeued": 1, "failed": 0}
+            assert upkeep.reap_stuck_documents() == {"requeued": 1, "failed": 0}
             worker_factory(**worker_env).start()
             wait_for(lambda: status_of(document)[0] in ("ready", "failed"), timeout=90)
 

@@ -6,7 +6,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from knowledge.models import Document, KnowledgeBase, Membership
+from knowledge.models import Document, KnowledgeBase
+from tenancy.models import Membership
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from asgiref.sync import async_to_sync
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from knowledge.embeddings import EmbeddingConfig
-from knowledge.services.api_keys import create_api_key
 from knowledge.services.knowledge_bases import create_knowledge_base
+from tenancy.services import create_api_key
 from tests.retrieval.conftest import MANUALS, add_document
 
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from retrieval.langchain import KnowledgeBaseRetriever
-from retrieval.service import RAGService
+from retrieval.search import RAGService
 from tests.conftest import REPO, subprocess_env
 from tests.factories import TenantFactory
 from tests.langchain.conftest import make_manuals

@@ -19,7 +19,7 @@ from retrieval.langchain import (
     register_langchain_embeddings,
 )
 from retrieval.langchain.embeddings import model_name
-from retrieval.service import RAGService
+from retrieval.search import RAGService
 from tests.factories import KnowledgeBaseFactory, add_document
 from tests.langchain.conftest import Flaky
 

@@ -12,7 +12,7 @@ from retrieval.langchain import (
     create_search_tool,
 )
 from retrieval.langchain.remote import KnowledgeBaseNotFound as RemoteNotFound
-from retrieval.service import KnowledgeBaseNotFound, RAGService
+from retrieval.search import KnowledgeBaseNotFound, RAGService
 from tests.langchain.conftest import make_manuals
 
 QUERY = "mechanical seal of the P-100 pump"

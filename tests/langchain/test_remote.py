@@ -19,7 +19,7 @@ from retrieval.langchain.remote import (
     ServerError,
     ServiceUnavailable,
 )
-from retrieval.types import Hit
+from retrieval.search.types import Hit
 from tests.fake_services import Scripted
 from tests.langchain.conftest import make_manuals
 from tests.langchain.search_api import ScriptedSearchAPI

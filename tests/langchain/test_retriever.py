@@ -9,8 +9,8 @@ from django.utils import timezone
 from langchain_core.vectorstores import VectorStoreRetriever
 
 from retrieval.langchain import KnowledgeBaseRetriever, KnowledgeBaseVectorStore, get_retriever
-from retrieval.service import InvalidSearch, KnowledgeBaseNotFound, RAGService
-from retrieval.types import SearchFilters
+from retrieval.search import InvalidSearch, KnowledgeBaseNotFound, RAGService
+from retrieval.search.types import SearchFilters
 from tests.factories import add_document
 from tests.fake_services import FakeRerankServer
 from tests.langchain.conftest import make_manuals

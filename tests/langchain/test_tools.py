@@ -11,7 +11,7 @@ from retrieval.langchain import (
     RemoteKnowledgeBaseRetriever,
     create_search_tool,
 )
-from retrieval.service import RAGService
+from retrieval.search import RAGService
 from tests.langchain.conftest import make_manuals
 
 QUERY = "How often is the temperature sensor calibrated?"

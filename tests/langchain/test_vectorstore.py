@@ -11,8 +11,8 @@ from pydantic import Field
 
 from knowledge.models import Chunk, Document, KnowledgeBase
 from retrieval.langchain import KnowledgeBaseVectorStore, ProviderEmbeddings, TextNotAdded
-from retrieval.service import RAGService
-from retrieval.types import SearchFilters
+from retrieval.search import RAGService
+from retrieval.search.types import SearchFilters
 from tests.langchain.conftest import Flaky
 
 pytestmark = pytest.mark.django_db

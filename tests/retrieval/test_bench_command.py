@@ -7,8 +7,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from knowledge.models import KnowledgeBase, Tenant
+from knowledge.models import KnowledgeBase
 from retrieval.models import BM25Index as BM25IndexRow
+from tenancy.models import Tenant
 
 KEYS = {
     "docs",

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
+from bench import corpus
+from bench.search import recall_at
 from knowledge.embeddings.hashing import HashEmbedder
-from knowledge.models import Chunk, KnowledgeBase, Tenant
-from retrieval.benchmarks import corpus
-from retrieval.benchmarks.search import recall_at
+from knowledge.models import Chunk, KnowledgeBase
+from tenancy.models import Tenant
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

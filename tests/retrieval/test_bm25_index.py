@@ -11,9 +11,9 @@ import rank_bm25
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.bm25_index import run_bm25_benchmark
+from bench.synthetic import sample_queries, zipf_corpus
 from retrieval.bm25 import FORMAT_VERSION, BM25Index, BM25Params
-from retrieval.bm25.bench import run_bm25_benchmark
-from retrieval.bm25.synthetic import sample_queries, zipf_corpus
 
 TOKENS = ["sensor", "the", "pump", "a", "传感器", "温度", "压力", "设备", "th01", "v2.3.1", "TH-01"]
 QUERY_TOKENS = [*TOKENS, "unknown", "未知", "v2"]

@@ -15,7 +15,8 @@ from django.db import connection
 
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services import documents as document_services
-from retrieval.bm25store import BM25Store, Tier, services
+from retrieval import changes
+from retrieval.bm25store import BM25Store, Tier
 from retrieval.models import BM25Index as BM25IndexRow
 from tests.conftest import REPO, subprocess_env
 from tests.retrieval.test_bm25_store import (
@@ -208,14 +209,14 @@ def test_a_change_commits_and_logs_when_the_broker_is_down(
 ):
     kb = make_kb(filler=False)
     with (
-        caplog.at_level(logging.WARNING, logger="retrieval.bm25store.services"),
+        caplog.at_level(logging.WARNING, logger="rag_project.celery"),
         django_capture_on_commit_callbacks(execute=True) as callbacks,
     ):
         document = add_document(kb, "manual.md", MANUAL)
     assert callbacks  # the receiver queued on commit ...
     assert Document.objects.get(pk=document.pk).status == Document.Status.READY  # ... and no raise
     messages = [r.getMessage() for r in caplog.records]
-    assert any(f"BM25 rebuild of knowledge base {kb.pk}" in m for m in messages)
+    assert any(f"retrieval.invalidate_and_warm_bm25({kb.pk}," in m for m in messages)
     handle = BM25Store().get(kb)  # searches build on demand instead
     assert handle.tier == Tier.BUILD and handle.version == version_of(kb)
 
@@ -223,13 +224,13 @@ def test_a_change_commits_and_logs_when_the_broker_is_down(
 @pytest.mark.django_db
 def test_the_task_service_is_safe_to_run_twice_and_after_deletion(store):
     kb = make_kb()
-    assert services.invalidate_and_warm(kb.pk) == f"warmed v{version_of(kb)} from build"
+    assert changes.invalidate_and_warm(kb.pk) == f"warmed v{version_of(kb)} from build"
     assert l3_version(kb) == version_of(kb)
-    assert services.invalidate_and_warm(kb.pk) == "current"  # a duplicate delivery builds nothing
-    assert services.invalidate_and_warm(kb.pk, index_version=version_of(kb) - 1) == "superseded"
+    assert changes.invalidate_and_warm(kb.pk) == "current"  # a duplicate delivery builds nothing
+    assert changes.invalidate_and_warm(kb.pk, index_version=version_of(kb) - 1) == "superseded"
 
     kb_id = kb.pk
     store.get(kb)
     kb.delete()
-    assert services.invalidate_and_warm(kb_id) == "deleted"
+    assert changes.invalidate_and_warm(kb_id) == "deleted"
     assert store.l2.client.exists(f"rag:bm25:{kb_id}") == 0

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.synthetic import zipf_corpus
 from knowledge.analysis import get_analyzer
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Chunk, Document, KnowledgeBase
@@ -22,7 +23,6 @@ from knowledge.services import documents as document_services
 from knowledge.services.knowledge_bases import create_knowledge_base
 from rag_project import embedded
 from retrieval.bm25 import FORMAT_VERSION, BM25Index
-from retrieval.bm25.synthetic import zipf_corpus
 from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, availability, identity_of
 from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.payload import Identity, SignedPayload, seal, sign

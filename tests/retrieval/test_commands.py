@@ -6,7 +6,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from knowledge.models import Tenant
+from tenancy.models import Tenant
 
 pytestmark = pytest.mark.django_db
 

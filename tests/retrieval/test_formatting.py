@@ -1,7 +1,7 @@
 """Hits as text for LLMs: numbered citations, sources, and never a silent cut."""
 
 from retrieval.formatting import format_for_context, format_for_tool_output
-from retrieval.types import Hit
+from retrieval.search.types import Hit
 
 
 def hit(n: int, content: str, page=None, title=None) -> Hit:

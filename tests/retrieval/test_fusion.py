@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrieval.benchmarks.fusion import naive_weighted_rrf
+from bench.fusion import naive_weighted_rrf
 from retrieval.fusion import weighted_rrf
 
 

@@ -6,8 +6,8 @@ import pytest
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import KnowledgeBase
 from knowledge.services.knowledge_bases import create_knowledge_base
-from retrieval import calibration, upkeep
-from retrieval.service import RAGService
+from retrieval import calibration, changes
+from retrieval.search import RAGService
 from tests.factories import add_document
 from tests.fake_services import FakeRerankServer, Scripted, fake_relevance
 
@@ -151,8 +151,8 @@ def test_pseudo_queries_are_windows_of_the_chunk():
 def test_settled_calibration_is_debounced(manuals, settings):
     settings.RAG_CALIBRATION_MIN_CHUNKS = 1
     version = KnowledgeBase.objects.get(pk=manuals.pk).index_version
-    assert upkeep.calibrate_when_settled(manuals.pk, version - 1) == "superseded"
-    assert upkeep.calibrate_when_settled(manuals.pk, version).startswith("calibrated")
-    assert upkeep.calibrate_when_settled(manuals.pk, version) == "unchanged enough"
+    assert changes.calibrate_when_settled(manuals.pk, version - 1) == "superseded"
+    assert changes.calibrate_when_settled(manuals.pk, version).startswith("calibrated")
+    assert changes.calibrate_when_settled(manuals.pk, version) == "unchanged enough"
     KnowledgeBase.objects.filter(pk=manuals.pk).update(weight_mode="fixed")
-    assert upkeep.calibrate_when_settled(manuals.pk, version) == "fixed weights"
+    assert changes.calibrate_when_settled(manuals.pk, version) == "fixed weights"

@@ -11,8 +11,8 @@ from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.bm25 import BM25Index
 from retrieval.bm25store import BM25Store, availability, identity_of
-from retrieval.service import InvalidSearch, KnowledgeBaseNotFound, RAGService
-from retrieval.types import SearchFilters
+from retrieval.search import InvalidSearch, KnowledgeBaseNotFound, RAGService
+from retrieval.search.types import SearchFilters
 from tests.factories import TenantFactory, add_document
 from tests.fake_services import FakeEmbeddingsServer, Scripted
 

@@ -1,4 +1,4 @@
-"""The vector leg's exact in-memory path (retrieval.vector_matrix) against pgvector itself."""
+"""The vector leg's exact in-memory path (retrieval.vector.matrix) against pgvector itself."""
 
 import random
 
@@ -13,10 +13,10 @@ from knowledge.services.documents import delete_document
 from knowledge.services.knowledge_bases import bump_index_version, create_knowledge_base
 from knowledge.services.processing import process_document
 from retrieval.bm25store.store import identity_of
-from retrieval.service import RAGService
-from retrieval.types import SearchFilters
-from retrieval.vector import exact_vector_search
-from retrieval.vector_matrix import MatrixCache, VectorMatrix, get_matrix_cache, top
+from retrieval.search import RAGService
+from retrieval.search.types import SearchFilters
+from retrieval.vector.hnsw import exact_vector_search
+from retrieval.vector.matrix import MatrixCache, VectorMatrix, get_matrix_cache, top
 from tests.conftest import at_once
 from tests.factories import TenantFactory, add_document
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tenancy.errors import DomainError, ErrorKind
+
 ACCEPTED_EXTENSIONS = ".txt, .md, .html, .pdf, .docx, .csv"
 
 
@@ -39,20 +41,29 @@ class ParseLimits:
     max_pdf_pages: int = 5000
 
 
-class ParseError(ValueError):
+class ParseError(DomainError, ValueError):
     """The file cannot be turned into text; the message is for the person who uploaded it.
 
     The two subclasses below are the failures an API reports with their own status codes; catching
     ParseError alone catches every failure of parsing.
     """
 
+    code = "unreadable_file"
+    kind = ErrorKind.INVALID
+
 
 class UnsupportedFileType(ParseError):
     """The content is not one of the accepted types, whatever the file name claims (HTTP 415)."""
 
+    code = "unsupported_file_type"
+    kind = ErrorKind.UNSUPPORTED
+
 
 class FileTooLarge(ParseError):
     """The upload is bigger than `ParseLimits.max_file_bytes` (HTTP 413)."""
+
+    code = "file_too_large"
+    kind = ErrorKind.TOO_LARGE
 
 
 @dataclass(frozen=True)

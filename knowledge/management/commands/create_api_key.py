@@ -9,8 +9,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from knowledge.models import ApiKey, KnowledgeBase, Tenant
-from knowledge.services.api_keys import create_api_key
+from knowledge.models import KnowledgeBase
+from tenancy.models import ApiKey, Tenant
+from tenancy.services import create_api_key
 
 
 class Command(BaseCommand):

@@ -17,11 +17,12 @@ from django.core.management.base import BaseCommand, CommandError
 
 from knowledge import selectors
 from knowledge.ingestion.parsing import FileTooLarge, UnsupportedFileType
-from knowledge.models import Document, KnowledgeBase, Tenant
+from knowledge.models import Document, KnowledgeBase
 from knowledge.services import documents as document_services
 from knowledge.services import processing
 from knowledge.services.knowledge_bases import create_knowledge_base
-from knowledge.services.tenants import get_or_create_tenant
+from tenancy.models import Tenant
+from tenancy.services import get_or_create_tenant
 
 POLL_S = 0.5
 

@@ -15,10 +15,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from knowledge.models import Document, KnowledgeBase, Membership, Tenant
+from knowledge.models import Document, KnowledgeBase
 from knowledge.services.documents import create_document
 from knowledge.services.knowledge_bases import create_knowledge_base
 from knowledge.services.processing import process_document
+from tenancy.models import Membership, Tenant
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 

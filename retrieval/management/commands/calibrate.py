@@ -7,8 +7,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from knowledge.models import KnowledgeBase, Tenant
+from knowledge.models import KnowledgeBase
 from retrieval.calibration import calibrate
+from tenancy.models import Tenant
 
 
 class Command(BaseCommand):

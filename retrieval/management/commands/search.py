@@ -10,9 +10,10 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from knowledge.models import KnowledgeBase, Tenant
-from retrieval.service import InvalidSearch, KnowledgeBaseNotFound, RAGService
-from retrieval.types import SearchMode
+from knowledge.models import KnowledgeBase
+from retrieval.search import InvalidSearch, KnowledgeBaseNotFound, RAGService
+from retrieval.search.types import SearchMode
+from tenancy.models import Tenant
 
 
 class Command(BaseCommand):

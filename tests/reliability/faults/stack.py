@@ -27,9 +27,9 @@ REPO = Path(__file__).resolve().parents[3]
 SETUP = """
 import json
 from knowledge.embeddings import EmbeddingConfig
-from knowledge.services.api_keys import create_api_key
+from tenancy.services import create_api_key
 from knowledge.services.knowledge_bases import create_knowledge_base
-from knowledge.services.tenants import get_or_create_tenant
+from tenancy.services import get_or_create_tenant
 
 tenant = get_or_create_tenant("Reliability")
 kb = create_knowledge_base(

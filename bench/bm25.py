@@ -1,0 +1,117 @@
+"""``bench bm25 --docs N``: our BM25 index against rank_bm25, and cold loads from L2 and L3.
+
+One synthetic Zipf corpus (``bench.synthetic``): build time, query p50/p95 and the
+largest score difference against ``rank_bm25.BM25Okapi`` (``bench.bm25_index``), then the
+real cold-load times of the same index through BM25Store from L2 (Redis) and L3 (PostgreSQL),
+in a throwaway tenant and knowledge base deleted at the end.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from django.core.management.base import CommandError
+
+from bench.bm25_index import run_bm25_benchmark
+from bench.synthetic import zipf_corpus
+from bench.throwaway import throwaway_tenants
+from knowledge.embeddings import EmbeddingConfig
+from knowledge.models import KnowledgeBase
+from knowledge.services.knowledge_bases import create_knowledge_base
+from retrieval.bm25 import BM25Index
+from retrieval.bm25store import BM25Store, Tier, identity_of
+from retrieval.bm25store.payload import seal
+
+TIER_REPEATS = 5
+
+
+def add_bm25_arguments(parser) -> None:
+    parser.add_argument("--docs", type=int, default=100_000, help="synthetic documents")
+    parser.add_argument("--queries", type=int, default=200, help="queries to time")
+    parser.add_argument("--seed", type=int, default=7, help="corpus and query seed")
+
+
+def bench_bm25(options: dict[str, Any]) -> dict[str, Any]:
+    docs, seed = options["docs"], options["seed"]
+    if docs < 1 or options["queries"] < 1:
+        raise CommandError("--docs and --queries must be at least 1")
+    with _throwaway_knowledge_base() as kb:  # first: a database not migrated fails fast
+        result = run_bm25_benchmark(docs, queries=options["queries"], seed=seed, compare=True)
+        # The same corpus again (same seed): the pure benchmark keeps its index to itself.
+        ids = np.arange(1, docs + 1, dtype=np.int64)
+        index = BM25Index.build(ids, zipf_corpus(docs, seed=seed))
+        return result | _tier_loads(kb, index)
+
+
+def _tier_loads(kb: KnowledgeBase, index: BM25Index) -> dict[str, Any]:
+    """Median cold get() from L2 (L1 cleared) and from L3 (L1 and L2 cleared)."""
+    store = BM25Store()
+    identity = identity_of(kb)
+    payload = seal(identity, kb.index_version, index)
+    try:
+        store.l3.put(kb.tenant_id, kb.pk, payload, len(index), 0.0)
+        if not store.l2.put(identity, payload):
+            raise CommandError("Redis is unreachable: cannot measure L2")
+        l2 = _cold_get_ms(store, kb, Tier.L2, store.l1.clear)
+        l3 = _cold_get_ms(store, kb, Tier.L3, lambda: (store.l1.clear(), store.l2.delete(kb.pk)))
+        l1_bytes = store.l1.nbytes
+    finally:
+        store.invalidate(kb.pk)
+        store.l2.client.close()
+    return {
+        "load_l2_ms": round(l2, 3),
+        "load_l3_ms": round(l3, 3),
+        "tier_repeats": TIER_REPEATS,
+        "store_l1_bytes": l1_bytes,
+    }
+
+
+def _cold_get_ms(
+    store: BM25Store, kb: KnowledgeBase, tier: Tier, make_cold: Callable[[], object]
+) -> float:
+    timings = []
+    for _ in range(TIER_REPEATS):
+        make_cold()
+        handle = store.get(kb)
+        if handle.tier != tier:
+            raise CommandError(f"expected a load from {tier}, got {handle.tier}")
+        timings.append(handle.load_ms)
+    return statistics.median(timings)
+
+
+@contextmanager
+def _throwaway_knowledge_base():
+    with throwaway_tenants("bm25") as (tenant,):
+        yield create_knowledge_base(
+            tenant=tenant, name="bm25 bench", embedding=EmbeddingConfig(provider="none")
+        )
+
+
+def bm25_table(r: dict[str, Any]) -> str:
+    mb = 1024 * 1024
+    rows = [
+        ("build", f"{r['build_s']:.2f} s", f"{r['rank_bm25_build_s']:.2f} s"),
+        ("query p50", f"{r['query_p50_ms']:.3f} ms", f"{r['rank_bm25_query_p50_ms']:.1f} ms"),
+        ("query p95", f"{r['query_p95_ms']:.3f} ms", ""),
+        ("speedup (p50)", f"{r['speedup']:.0f}x", ""),
+        ("max |score diff|", f"{r['max_abs_score_diff']:.1e}", ""),
+        ("in memory (L1)", f"{r['l1_bytes'] / mb:.1f} MB", ""),
+        (
+            "payload",
+            f"{r['payload_bytes'] / mb:.1f} MB (zlib {r['zlib_level']})",
+            f"{r['rank_bm25_pickle_bytes'] / mb:.1f} MB (pickle)",
+        ),
+        ("cold load from L2", f"{r['load_l2_ms']:.0f} ms", ""),
+        ("cold load from L3", f"{r['load_l3_ms']:.0f} ms", ""),
+    ]
+    head = (
+        f"BM25: {r['docs']:,} synthetic documents, {r['tokens']:,} tokens, {r['queries']} "
+        f"queries (top {r['top_k']}; rank_bm25 on {r['rank_bm25_queries']} of them)\n\n"
+    )
+    lines = [f"{'':20}{'ours':>22}  {'rank_bm25':>22}"]
+    lines += [f"{name:20}{ours:>22}  {theirs:>22}" for name, ours, theirs in rows]
+    return head + "\n".join(lines)

@@ -1,0 +1,92 @@
+"""``python manage.py bench <benchmark> [options]``: benchmarks on this machine's real services.
+
+One subcommand per benchmark, each a module of this package registered as a
+``Benchmark`` in ``BENCHMARKS``: ``add_<name>_arguments(parser)``, ``bench_<name>(options) ->
+dict`` and a table renderer. ``--json`` prints exactly one JSON object (the dict); without it,
+the table.
+
+- ``bm25 --docs N [--queries Q] [--seed S]``: our BM25 index against rank_bm25 on one synthetic
+  Zipf corpus (build, query p50/p95, largest score difference), plus the real cold-load times of
+  the same index from L2 (Redis) and L3 (PostgreSQL) through BM25Store, using a throwaway
+  tenant and knowledge base that are deleted at the end.
+- ``fusion [--candidates N]``: weighted RRF of N + N candidates (p50 in microseconds), against
+  the textbook dict-and-sort implementation, checking both give the same order.
+- ``search --chunks N``, ``load --clients C --seconds S``, ``ingest --docs N`` and
+  ``growth --sizes ...``: search latency and recall at scale, the HTTP API under load,
+  ingestion through Celery workers, cost against corpus size.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from bench.bm25 import add_bm25_arguments, bench_bm25, bm25_table
+from bench.fusion import add_fusion_arguments, bench_fusion, fusion_table
+from bench.growth import add_growth_arguments, bench_growth, growth_table
+from bench.ingest import add_ingest_arguments, bench_ingest, ingest_table
+from bench.load import add_load_arguments, bench_load, load_table
+from bench.search import add_search_arguments, bench_search, search_table
+
+
+class Benchmark(NamedTuple):
+    help: str
+    add_arguments: Callable[[Any], None]
+    run: Callable[[dict[str, Any]], dict[str, Any]]
+    table: Callable[[dict[str, Any]], str]
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "bm25": Benchmark(
+        "BM25 index vs rank_bm25, and cold loads from L2/L3",
+        add_bm25_arguments,
+        bench_bm25,
+        bm25_table,
+    ),
+    "fusion": Benchmark(
+        "weighted RRF of two candidate lists vs the textbook implementation",
+        add_fusion_arguments,
+        bench_fusion,
+        fusion_table,
+    ),
+    "search": Benchmark(
+        "service-level search latency and vector recall on N synthetic chunks",
+        add_search_arguments,
+        bench_search,
+        search_table,
+    ),
+    "load": Benchmark(
+        "C concurrent clients searching the HTTP API (gunicorn, production settings)",
+        add_load_arguments,
+        bench_load,
+        load_table,
+    ),
+    "ingest": Benchmark(
+        "end-to-end ingestion of N generated documents through real Celery workers",
+        add_ingest_arguments,
+        bench_ingest,
+        ingest_table,
+    ),
+    "growth": Benchmark(
+        "search at several corpus sizes: latency, build time and memory, with a plot",
+        add_growth_arguments,
+        bench_growth,
+        growth_table,
+    ),
+}
+
+
+def add_arguments(parser) -> None:
+    subparsers = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    for name, benchmark in BENCHMARKS.items():
+        subparser = subparsers.add_parser(name, help=benchmark.help)
+        subparser.add_argument("--json", action="store_true", help="print one JSON object")
+        benchmark.add_arguments(subparser)
+
+
+def run(options: dict[str, Any]) -> str:
+    """The benchmark named in ``options``, as one JSON object (``--json``) or its table."""
+    benchmark = BENCHMARKS[options["benchmark"]]
+    result = benchmark.run(options)
+    return json.dumps(result) if options["json"] else benchmark.table(result)

@@ -1,0 +1,398 @@
+"""``bench search --chunks N``: service-level search latency on a synthetic knowledge base.
+
+A throwaway tenant gets a knowledge base of N chunks (``hash`` embeddings, 384 dimensions; see
+``bench.corpus``) beside a second knowledge base of N chunks, and another tenant
+gets N more: the knowledge base searched is a third of the rows, the HNSW index and the table.
+Then, with warm caches (BM25 index in L1, query embeddings in Redis, PostgreSQL buffers), every
+query runs through ``RAGService.search`` in hybrid, keyword and vector modes (interleaved, so a
+burst of load on the machine hits all three alike) and the wall time of each call is recorded.
+
+Beside the service, in the same run:
+
+- the service's vector leg (the in-memory exact scan of ``retrieval.vector.matrix``, or HNSW
+  when the knowledge base does not fit ``VECTOR_L1_MAX_BYTES``) and the HNSW index, each against
+  ``exact_vector_search`` (pgvector's exact scan of the same rows): recall@10 and latency, and
+  the matrix's cold load;
+- our BM25 index against ``rank_bm25.BM25Okapi`` on the knowledge base's own tokens (build time
+  and query latency, on a few queries since rank_bm25 scores every chunk in Python);
+- the embedding provider's own time per query (``HashEmbedder.embed_query``, uncached), which
+  the service timings do not include (they read the cached vector from Redis);
+- build costs (the fill, the HNSW index, the cold BM25 build from stored tokens) and memory
+  (the BM25 index and the vector matrix in L1, the HNSW index and chunk table on disk, this
+  process's peak RSS).
+
+Queries are two to four distinct words of a random chunk of the knowledge base, as typed.
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from django.core.management.base import CommandError
+from django.db import connection
+
+from bench import corpus
+from bench.throwaway import throwaway_tenants
+from knowledge.embeddings import EmbeddingConfig, config_for_knowledge_base, get_embedder
+from knowledge.models import KnowledgeBase
+from knowledge.services.knowledge_bases import create_knowledge_base
+from retrieval.bm25store import Tier, get_store
+from retrieval.search import RAGService
+from retrieval.search.types import SearchFilters
+from retrieval.vector import hnsw
+from retrieval.vector.hnsw import (
+    ensure_vector_index,
+    exact_vector_search,
+    index_name,
+    vector_search,
+)
+from retrieval.vector.matrix import get_matrix_cache
+from retrieval.vector.query_cache import cached_query_embedding
+from tenancy.models import Tenant
+
+MODES = ("hybrid", "keyword", "vector")
+
+
+def add_search_arguments(parser) -> None:
+    parser.add_argument("--chunks", type=int, default=100_000, help="chunks in the searched KB")
+    parser.add_argument("--queries", type=int, default=200, help="queries timed per mode")
+    parser.add_argument("--recall-queries", type=int, default=50, help="queries for recall@10")
+    parser.add_argument(
+        "--rank-bm25-queries", type=int, default=5, help="queries for rank_bm25 (0: skip it)"
+    )
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--rebuild-index",
+        action="store_true",
+        help="drop the 384-dimension HNSW index before the fill and build it after (faster "
+        "than inserting into it, and timed); only in a database of its own",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the tenants and chunks")
+    parser.add_argument("--profile", metavar="PATH", help="pyinstrument text profile of searches")
+
+
+def bench_search(options: dict[str, Any]) -> dict[str, Any]:
+    n = options["chunks"]
+    if n < 20 or options["queries"] < 1:
+        raise CommandError("--chunks must be at least 20 and --queries at least 1")
+    result: dict[str, Any] = {"chunks": n, "other_chunks": 2 * n}
+    with _tenants(keep=options["keep"]) as (tenant, kbs):
+        target = kbs[0]
+        vocab = corpus.Vocabulary.build()
+        result["embedding_check_max_diff"] = corpus.check_embeddings(vocab)
+        if options["rebuild_index"]:
+            _drop_vector_index()
+        started = time.perf_counter()
+        targets = [corpus.Target(kb, n) for kb in kbs]
+        for t in targets:
+            corpus.create_documents(t)
+        samples = corpus.fill(targets, vocab, seed=options["seed"])
+        result["fill_s"] = round(time.perf_counter() - started, 2)
+        result["hnsw_build_s"] = _build_vector_index()
+
+        store = get_store()
+        handle = store.get(target)
+        result["bm25_build_s"] = round(handle.build_ms / 1000, 3)
+        result["bm25_tier_first_get"] = str(handle.tier)
+        result |= _matrix_load(target)
+        queries = _queries(vocab, samples[target.pk], options["queries"], options["seed"])
+        result["queries"] = len(queries)
+        service = RAGService(tenant, store=store)
+        result |= _embedding_times(target, queries)
+        for query in queries:  # warm-up: embedding cache, L1, buffers
+            for mode in MODES:
+                service.search(query, target.pk, mode=mode)
+        if store.get(target).tier != Tier.L1:
+            raise CommandError("the BM25 index is not in L1 after the warm-up")
+        result |= _service_latency(service, target, queries, options.get("profile"))
+        result |= _vector_legs(tenant, target, queries[: options["recall_queries"]])
+        result |= _bm25_legs(handle.index, target, queries, options["rank_bm25_queries"])
+        result |= _memory(handle.index)
+        result |= _matrix_delta(target)
+    return result
+
+
+# --------------------------------------------------------------------------- setup
+
+
+@contextmanager
+def _tenants(keep: bool):
+    """A tenant with the searched and a neighbouring knowledge base, another with a third."""
+    with throwaway_tenants("search", 2, keep=keep) as (first, second):
+        hash384 = EmbeddingConfig(provider="hash", dimensions=corpus.DIMENSIONS)
+        kbs = [
+            create_knowledge_base(tenant=tenant, name=name, embedding=hash384, weight_mode="fixed")
+            for tenant, name in ((first, "searched"), (first, "neighbour"), (second, "foreign"))
+        ]
+        yield first, kbs
+
+
+def _drop_vector_index() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX IF EXISTS {index_name(corpus.DIMENSIONS)}")
+    hnsw._indexed_dimensions.discard(corpus.DIMENSIONS)
+
+
+def _build_vector_index() -> float | None:
+    """Build the index if it is missing (seconds), with memory enough to build it in RAM."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET maintenance_work_mem = '2GB'")
+        cursor.execute("SET max_parallel_maintenance_workers = 1")
+    hnsw._indexed_dimensions.discard(corpus.DIMENSIONS)
+    started = time.perf_counter()
+    created = ensure_vector_index(corpus.DIMENSIONS)
+    with connection.cursor() as cursor:
+        cursor.execute("RESET maintenance_work_mem")
+        cursor.execute("RESET max_parallel_maintenance_workers")
+        cursor.execute("ANALYZE knowledge_chunk")
+    return round(time.perf_counter() - started, 2) if created else None
+
+
+def _queries(vocab: corpus.Vocabulary, samples: list[list[int]], n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng([seed, 2])
+    queries = []
+    for i in rng.integers(0, len(samples), size=n).tolist():
+        distinct = list(dict.fromkeys(samples[i]))
+        size = min(int(rng.integers(2, 5)), len(distinct))
+        picks = rng.choice(len(distinct), size=size, replace=False).tolist()
+        queries.append(" ".join(vocab.words[distinct[p]] for p in picks))
+    return queries
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def percentiles(samples: list[float], prefix: str) -> dict[str, float]:
+    values = np.asarray(samples, dtype=np.float64)
+    return {
+        f"{prefix}_p50_ms": round(float(np.percentile(values, 50)), 3),
+        f"{prefix}_p95_ms": round(float(np.percentile(values, 95)), 3),
+        f"{prefix}_p99_ms": round(float(np.percentile(values, 99)), 3),
+    }
+
+
+def _embedding_times(kb: KnowledgeBase, queries: list[str]) -> dict[str, float]:
+    embedder = get_embedder(config_for_knowledge_base(kb))
+    samples = []
+    for query in queries:
+        started = time.perf_counter()
+        embedder.embed_query(query)
+        samples.append((time.perf_counter() - started) * 1000)
+    return {"embedding_p50_ms": round(statistics.median(samples), 3)}
+
+
+def _service_latency(
+    service: RAGService, kb: KnowledgeBase, queries: list[str], profile: str | None
+) -> dict[str, Any]:
+    timings: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for query in queries:
+        for mode in MODES:
+            started = time.perf_counter()
+            service.search(query, kb.pk, mode=mode)
+            timings[mode].append((time.perf_counter() - started) * 1000)
+    result: dict[str, Any] = {}
+    for mode in MODES:
+        result |= percentiles(timings[mode], mode)
+    if profile:
+        _profile(service, kb, queries, profile)
+    return result
+
+
+def _profile(service: RAGService, kb: KnowledgeBase, queries: list[str], path: str) -> None:
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.0002)
+    with profiler:
+        for query in queries:
+            service.search(query, kb.pk, mode="hybrid")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(profiler.output_text(unicode=True, show_all=False))
+
+
+def _matrix_load(kb: KnowledgeBase) -> dict[str, Any]:
+    """The cold load of the knowledge base's vector matrix (what a first search pays)."""
+    cache = get_matrix_cache()
+    cache.discard(kb.pk)
+    started = time.perf_counter()
+    handle = cache.get(kb)
+    if handle is None:
+        return {"vector_index": "hnsw", "vector_matrix_bytes": 0}
+    return {
+        "vector_index": "exact",
+        "vector_matrix_load_s": round(time.perf_counter() - started, 2),
+        "vector_matrix_bytes": handle.matrix.nbytes,
+    }
+
+
+def _matrix_delta(kb: KnowledgeBase) -> dict[str, Any]:
+    """What the first search after a change pays to bring the matrix up to date: the
+    version is moved on (directly, so no rebuild task is queued) with no rows changed, which
+    leaves the id list read to find what changed."""
+    cache = get_matrix_cache()
+    if cache.get(kb) is None:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE knowledge_knowledgebase SET index_version = index_version + 1 "
+            "WHERE id = %s RETURNING index_version",
+            [kb.pk],
+        )
+        kb.index_version = cursor.fetchone()[0]
+    handle = cache.get(kb)
+    if handle is None or handle.source != "delta":
+        raise CommandError("the matrix was not brought up to date by a delta")
+    return {"vector_matrix_delta_ms": round(handle.load_ms, 1)}
+
+
+def _vector_legs(tenant: Tenant, kb: KnowledgeBase, queries: list[str]) -> dict[str, Any]:
+    """The service's vector leg (the in-memory exact scan, or HNSW when the knowledge base is
+    too large for VECTOR_L1_MAX_BYTES) and the HNSW index, each against pgvector's exact scan,
+    on the vectors the service searched with."""
+    if not queries:
+        return {}
+    embedder = get_embedder(config_for_knowledge_base(kb))
+    limit = kb.top_k * kb.candidate_multiplier
+    common = {
+        "tenant_id": tenant.pk,
+        "knowledge_base_id": kb.pk,
+        "model": kb.embedding_model,
+        "dimensions": kb.embedding_dimensions,
+        "limit": limit,
+        "filters": SearchFilters(),
+    }
+    handle = get_matrix_cache().get(kb)
+    hnsw_ms, exact_ms, matrix_ms, leg_recalls, hnsw_recalls = [], [], [], [], []
+    for query in queries:
+        vector, _ = cached_query_embedding(embedder, query)
+        started = time.perf_counter()
+        approximate = vector_search(query_vector=vector, **common)
+        hnsw_ms.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        exact = exact_vector_search(query_vector=vector, **common)
+        exact_ms.append((time.perf_counter() - started) * 1000)
+        hnsw_recalls.append(recall_at(approximate, exact, 10))
+        if handle is not None:
+            started = time.perf_counter()
+            leg = handle.matrix.search(vector, limit)
+            matrix_ms.append((time.perf_counter() - started) * 1000)
+        else:
+            leg = approximate
+        leg_recalls.append(recall_at(leg, exact, 10))
+    result = {
+        "vector_recall_at_10": round(statistics.fmean(leg_recalls), 4),
+        "hnsw_recall_at_10": round(statistics.fmean(hnsw_recalls), 4),
+        "recall_queries": len(queries),
+        "hnsw_leg_p50_ms": round(statistics.median(hnsw_ms), 3),
+        "exact_scan_p50_ms": round(statistics.median(exact_ms), 3),
+        "exact_scan_p95_ms": round(float(np.percentile(exact_ms, 95)), 3),
+    }
+    if matrix_ms:
+        result["matrix_scan_p50_ms"] = round(statistics.median(matrix_ms), 3)
+    return result
+
+
+def recall_at(approximate: list[tuple[int, float]], exact: list[tuple[int, float]], k: int):
+    """Share of the exact top k found in the approximate top k; a chunk tied with the exact
+    k-th similarity counts as found (which of the tied ones fill the last places is arbitrary)."""
+    truth = exact[:k]
+    if not truth:
+        return 1.0
+    kth = truth[-1][1] - 1e-6
+    found = sum(1 for _, similarity in approximate[:k] if similarity >= kth)
+    return min(found, len(truth)) / len(truth)
+
+
+def _bm25_legs(index, kb: KnowledgeBase, queries: list[str], rank_queries: int) -> dict[str, Any]:
+    from knowledge.analysis import get_analyzer
+
+    analyzer = get_analyzer(kb.user_words)
+    analysed = [analyzer.tokens(q) for q in queries]
+    limit = kb.top_k * kb.candidate_multiplier
+    ours = []
+    for tokens in analysed:
+        started = time.perf_counter()
+        index.search(tokens, limit)
+        ours.append((time.perf_counter() - started) * 1000)
+    result: dict[str, Any] = {"bm25_index_p50_ms": round(statistics.median(ours), 3)}
+    if rank_queries <= 0:
+        return result
+    from rank_bm25 import BM25Okapi
+
+    from retrieval.bm25store.build import fetch_tokens
+
+    _, tokens = fetch_tokens(kb)
+    started = time.perf_counter()
+    reference = BM25Okapi(tokens)
+    result["rank_bm25_build_s"] = round(time.perf_counter() - started, 2)
+    theirs = []
+    for query in analysed[:rank_queries]:
+        started = time.perf_counter()
+        scores = reference.get_scores(query)
+        np.argsort(-scores)[:limit]
+        theirs.append((time.perf_counter() - started) * 1000)
+    result["rank_bm25_query_p50_ms"] = round(statistics.median(theirs), 2)
+    result["rank_bm25_queries"] = len(theirs)
+    return result
+
+
+def _memory(index) -> dict[str, Any]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_relation_size(%s::regclass), pg_total_relation_size('knowledge_chunk')",
+            [index_name(corpus.DIMENSIONS)],
+        )
+        hnsw, table = cursor.fetchone()
+    return {
+        "bm25_index_bytes": int(index.nbytes),
+        "hnsw_index_bytes": int(hnsw),
+        "chunk_table_bytes": int(table),
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def search_table(r: dict[str, Any]) -> str:
+    mb = 1024 * 1024
+    lines = [
+        f"Search: {r['chunks']:,} chunks in the searched knowledge base, {r['other_chunks']:,} "
+        f"in others; {r['queries']} queries per mode, warm caches\n",
+        f"{'mode':10}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}",
+    ]
+    for mode in MODES:
+        lines.append(
+            f"{mode:10}{r[f'{mode}_p50_ms']:>10.2f}{r[f'{mode}_p95_ms']:>10.2f}"
+            f"{r[f'{mode}_p99_ms']:>10.2f}"
+        )
+    lines += [
+        "",
+        f"query embedding (hash, uncached) p50 {r['embedding_p50_ms']:.3f} ms",
+        f"vector leg ({r['vector_index']}): recall@10 {r['vector_recall_at_10']:.3f}"
+        + (
+            f", in-memory scan p50 {r['matrix_scan_p50_ms']:.2f} ms (cold load "
+            f"{r['vector_matrix_load_s']:.2f} s, delta on a new version "
+            f"{r.get('vector_matrix_delta_ms', 0):.0f} ms)"
+            if "matrix_scan_p50_ms" in r
+            else ""
+        ),
+        f"vs HNSW p50 {r['hnsw_leg_p50_ms']:.2f} ms recall@10 {r['hnsw_recall_at_10']:.3f}, "
+        f"pgvector exact scan p50 {r['exact_scan_p50_ms']:.2f} ms "
+        f"({r['recall_queries']} queries)",
+        f"BM25: our index p50 {r['bm25_index_p50_ms']:.3f} ms"
+        + (
+            f", rank_bm25 p50 {r['rank_bm25_query_p50_ms']:.1f} ms "
+            f"(build {r['rank_bm25_build_s']:.1f} s, {r['rank_bm25_queries']} queries)"
+            if "rank_bm25_query_p50_ms" in r
+            else ""
+        ),
+        f"build: fill {r['fill_s']:.1f} s, HNSW {r['hnsw_build_s'] or 0:.1f} s, "
+        f"BM25 {r['bm25_build_s']:.2f} s",
+        f"memory: BM25 {r['bm25_index_bytes'] / mb:.1f} MB, vectors "
+        f"{r['vector_matrix_bytes'] / mb:.1f} MB, HNSW {r['hnsw_index_bytes'] / mb:.1f} "
+        f"MB, chunk table {r['chunk_table_bytes'] / mb:.0f} MB, peak RSS "
+        f"{r['peak_rss_bytes'] / mb:.0f} MB",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,155 @@
+"""What follows a change to a knowledge base, in one place.
+
+``knowledge`` bumps a knowledge base's ``index_version`` in the transaction of every change to
+its searchable chunks and sends ``knowledge_base_changed``; ``retrieval.signals`` hands it here,
+and on commit this module queues:
+
+- ``invalidate_and_warm``: drop the old BM25 index from every tier and build the new version
+  into L3 and L2, so the first search after an upload does not pay for the build; the HNSW
+  index for the knowledge base's vector dimension is made sure of on the way;
+- ``calibrate_when_settled``: the label-free calibration of the fusion weights, debounced. Every
+  change queues it for ``RAG_CALIBRATION_DELAY_S`` later with the version it saw; a task whose
+  knowledge base has changed since leaves the work to the task of the later change, so a burst
+  of uploads calibrates once, after the last one.
+
+Both are safe to run twice. A task that could not be queued (broker down) is found by
+``reap_index_upkeep`` (beat): until then a search builds the index on demand, as it would for a
+cold process. A deleted knowledge base leaves nothing behind: its L3 row cascades, its L2 key
+and this process's L1 entries go in ``forget_knowledge_base``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import F, OuterRef, Q, Subquery, Sum
+
+from knowledge.models import Document, KnowledgeBase
+from rag_project.celery import enqueue
+from retrieval.bm25store import get_store
+from retrieval.models import BM25Index
+
+logger = logging.getLogger(__name__)
+
+
+def on_change(knowledge_base_id: int, index_version: int) -> None:
+    """Queue the work that follows a change (call it inside the changing transaction: the
+    tasks are sent when it commits)."""
+    from retrieval import tasks
+
+    enqueue(tasks.invalidate_and_warm_bm25, knowledge_base_id, index_version=index_version)
+    enqueue(
+        tasks.calibrate_when_settled,
+        knowledge_base_id,
+        index_version,
+        countdown=settings.RAG_CALIBRATION_DELAY_S,
+    )
+
+
+def invalidate_and_warm(knowledge_base_id: int, index_version: int | None = None) -> str:
+    """Drop the KB's old index from every tier and build the current one into L3 and L2.
+
+    ``index_version`` is the version the change produced: if the KB has moved past it, a later
+    task is queued for the later change and this one leaves the work to it (a burst of uploads
+    builds once, not once per document).
+    """
+    store = get_store()
+    kb = KnowledgeBase.objects.filter(pk=knowledge_base_id).first()
+    if kb is None:
+        store.invalidate(knowledge_base_id)
+        return "deleted"
+    if index_version is not None and kb.index_version > index_version:
+        return "superseded"
+    stored = store.l3.version(kb.pk)
+    if stored is not None and stored >= kb.index_version:
+        return "current"  # a duplicate delivery, or a search built it first
+    store.invalidate(kb.pk)
+    try:
+        handle = store.warm(kb)
+    except KnowledgeBase.DoesNotExist:
+        return "deleted"
+    ensure_vector_index_for(kb)
+    return f"warmed v{handle.version} from {handle.tier}"
+
+
+def forget_knowledge_base(knowledge_base_id: int) -> None:
+    """A deleted KB leaves nothing behind: its row cascades; L2 and this process's L1 go here."""
+    get_store().invalidate(knowledge_base_id)
+
+
+def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:
+    from retrieval.calibration import calibrate
+
+    kb = KnowledgeBase.objects.select_related("tenant").filter(pk=knowledge_base_id).first()
+    if kb is None:
+        return "deleted"
+    if kb.index_version != index_version:
+        return "superseded"  # still changing: the task of the last change calibrates
+    if kb.weight_mode != KnowledgeBase.WeightMode.CALIBRATED:
+        return "fixed weights"
+    chunks = _searchable_chunks(kb)
+    if chunks < settings.RAG_CALIBRATION_MIN_CHUNKS:
+        return f"too few chunks ({chunks})"
+    if not _needs_calibration(kb.calibration, chunks):
+        return "unchanged enough"
+    result = calibrate(kb.tenant, kb)
+    return f"calibrated: vector {result.vector_weight}, keyword {result.keyword_weight}"
+
+
+def ensure_vector_index_for(kb: KnowledgeBase) -> None:
+    from retrieval.vector.hnsw import ensure_vector_index
+
+    if kb.embedding_dimensions and not connection.in_atomic_block:
+        ensure_vector_index(kb.embedding_dimensions)
+
+
+def reap_index_upkeep() -> dict[str, list[int]]:
+    """Queue what a lost task would have done (beat): a BM25 build for every knowledge base
+    whose stored index (L3) is older than its version, and a calibration for every calibrated
+    knowledge base whose last calibration is missing or out of date. Both tasks check again
+    when they run, so queuing one too many costs a lookup."""
+    from retrieval import tasks
+
+    stale_index = list(
+        KnowledgeBase.objects.annotate(
+            stored=Subquery(
+                BM25Index.objects.filter(knowledge_base=OuterRef("pk")).values("version")[:1]
+            )
+        )
+        .filter(Q(stored__isnull=True) | Q(stored__lt=F("index_version")))
+        .filter(documents__status=Document.Status.READY)
+        .distinct()
+        .values_list("pk", "index_version")
+    )
+    for kb_id, version in stale_index:
+        enqueue(tasks.invalidate_and_warm_bm25, kb_id, index_version=version)
+    uncalibrated = []
+    for kb in KnowledgeBase.objects.filter(
+        weight_mode=KnowledgeBase.WeightMode.CALIBRATED
+    ).annotate(
+        chunks=Sum("documents__chunk_count", filter=Q(documents__status=Document.Status.READY))
+    ):
+        chunks = kb.chunks or 0
+        if chunks >= settings.RAG_CALIBRATION_MIN_CHUNKS and _needs_calibration(
+            kb.calibration, chunks
+        ):
+            enqueue(tasks.calibrate_when_settled, kb.pk, kb.index_version)
+            uncalibrated.append(kb.pk)
+    return {"bm25": [kb_id for kb_id, _ in stale_index], "calibration": uncalibrated}
+
+
+def _searchable_chunks(kb: KnowledgeBase) -> int:
+    return (
+        Document.objects.filter(knowledge_base=kb, status=Document.Status.READY).aggregate(
+            n=Sum("chunk_count")
+        )["n"]
+        or 0
+    )
+
+
+def _needs_calibration(calibration: dict | None, chunks: int) -> bool:
+    """No calibration yet, or the knowledge base grew or shrank by a tenth since."""
+    previous = (calibration or {}).get("chunks")
+    return not previous or abs(chunks - previous) >= 0.1 * previous

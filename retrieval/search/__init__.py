@@ -1,0 +1,31 @@
+"""Search: ``RAGService`` and its steps.
+
+- ``service``: the orchestration of one search (the steps of docs/design.md);
+- ``options``: settling a request against the knowledge base's defaults, and its weights;
+- ``legs``: the vector and keyword legs and the fallback policy between them;
+- ``ladder``: the keyword leg's retry ladder;
+- ``hydration``: fused candidates to hits, from PostgreSQL, tenant-filtered;
+- ``filters``: search filters as SQL shared by both legs;
+- ``types``: the typed vocabulary (modes, legs, options, filters, hits, traces; no Django).
+
+``from retrieval.search import RAGService`` loads the service on first use, so importing the
+types (as the remote LangChain classes do) does not load Django's models.
+"""
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "RAGService": "service",
+    "SearchResult": "service",
+    "InvalidSearch": "errors",
+    "KnowledgeBaseNotFound": "errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -1,0 +1,114 @@
+"""The vector leg through pgvector: cosine similarity over one knowledge base's chunks with an
+HNSW index, for knowledge bases too large for the exact in-memory path (``retrieval.vector.matrix``;
+``retrieval.vector.policy`` decides which serves a search).
+
+``knowledge_chunk.embedding`` has no fixed dimension (each knowledge base picks its model), so
+HNSW indexes are partial expression indexes, one per dimension in use::
+
+    CREATE INDEX chunk_embedding_hnsw_384 ON knowledge_chunk
+        USING hnsw ((embedding::vector(384)) vector_cosine_ops) WHERE embedding_dimensions = 384
+
+and the query repeats that expression and predicate so the planner can use it. pgvector 0.8's
+iterative scan (``hnsw.iterative_scan = relaxed_order``) keeps scanning the graph until enough
+rows pass the tenant / knowledge base / model filters; where a knowledge base is small the
+planner prefers the btree on (tenant, knowledge base) and an exact sort, which is also right.
+Vectors of another model or dimension are never compared: both are in the WHERE clause.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from django.db import connection, transaction
+
+from retrieval.search.filters import filter_sql
+from retrieval.search.types import SearchFilters
+
+logger = logging.getLogger(__name__)
+
+_indexed_dimensions: set[int] = set()
+_index_lock = threading.Lock()
+
+
+def index_name(dimensions: int) -> str:
+    return f"chunk_embedding_hnsw_{int(dimensions)}"
+
+
+def ensure_vector_index(dimensions: int) -> bool:
+    """Create the HNSW index for vectors of this dimension if it is missing; True if created.
+    Runs outside any transaction (CREATE INDEX CONCURRENTLY does not block writers)."""
+    dimensions = int(dimensions)
+    if dimensions <= 0 or dimensions > 2000:  # pgvector's HNSW limit for `vector`
+        return False
+    with _index_lock:
+        if dimensions in _indexed_dimensions:
+            return False
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM pg_indexes WHERE indexname = %s", [index_name(dimensions)]
+            )
+            exists = cursor.fetchone() is not None
+            if not exists and not connection.in_atomic_block:
+                cursor.execute(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index_name(dimensions)} "
+                    f"ON knowledge_chunk USING hnsw ((embedding::vector({dimensions})) "
+                    f"vector_cosine_ops) WHERE embedding_dimensions = {dimensions}"
+                )
+                logger.info("created HNSW index for %d-dimensional vectors", dimensions)
+        if exists or not connection.in_atomic_block:
+            _indexed_dimensions.add(dimensions)
+        return not exists
+
+
+EF_SEARCH_MIN = 40
+
+
+def ef_search(limit: int) -> int:
+    """The HNSW candidate list size for a search wanting ``limit`` rows."""
+    return max(EF_SEARCH_MIN, int(limit))
+
+
+def vector_search(
+    *,
+    tenant_id: int,
+    knowledge_base_id: int,
+    model: str,
+    dimensions: int,
+    query_vector: Sequence[float],
+    limit: int,
+    filters: SearchFilters,
+) -> list[tuple[int, float]]:
+    """Up to ``limit`` (chunk id, cosine similarity), most similar first, ties by chunk id."""
+    dims = int(dimensions)
+    where, params = filter_sql(filters, knowledge_base_id)
+    literal = "[" + ",".join(repr(float(x)) for x in query_vector) + "]"
+    # dims is an int and `where` holds constant fragments; every value is a parameter.
+    sql = (
+        f"SELECT c.id, (c.embedding::vector({dims}) <=> %s::vector({dims})) AS distance "  # noqa: S608
+        "FROM knowledge_chunk c "
+        f"WHERE c.tenant_id = %s AND c.knowledge_base_id = %s "
+        f"AND c.embedding_dimensions = {dims} AND c.embedding_model = %s {where} "
+        "ORDER BY distance LIMIT %s"
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        # SET LOCAL: these scan settings end with this transaction (one round trip for both;
+        # ef_search is an int, so it can be part of the statement).
+        cursor.execute(
+            "SET LOCAL hnsw.iterative_scan = relaxed_order; "
+            f"SET LOCAL hnsw.ef_search = {ef_search(limit)}"
+        )
+        cursor.execute(sql, [literal, tenant_id, knowledge_base_id, model, *params, limit])
+        rows = cursor.fetchall()
+    # relaxed_order may return slightly out of order: sort exactly, ties by chunk id.
+    rows.sort(key=lambda row: (row[1], row[0]))
+    return [(int(chunk_id), 1.0 - float(distance)) for chunk_id, distance in rows]
+
+
+def exact_vector_search(**kwargs) -> list[tuple[int, float]]:
+    """The same search with index scans disabled: the reference for recall measurements."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_indexscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        return vector_search(**kwargs)

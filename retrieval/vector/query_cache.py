@@ -1,0 +1,53 @@
+"""The query-embedding cache both vector paths use: a query's vector under a model, in Redis
+for a day, so a repeated query costs no embedding call. Redis being down only costs the cache."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+
+import numpy as np
+import redis
+from django.conf import settings
+
+QUERY_CACHE_TTL_S = 24 * 3600
+
+
+def _query_key(provider: str, model: str, dimensions: int | None, query: str) -> str:
+    digest = hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"rag:qemb:{provider}:{model}:{dimensions or 0}:{digest}"
+
+
+_clients: dict[str, redis.Redis] = {}
+
+
+def _redis() -> redis.Redis:
+    """One client (and connection pool) per URL for the life of the process: a new client per
+    search paid a connection set-up on every query. redis-py pools are thread-safe and start
+    afresh in a forked child."""
+    url = settings.REDIS_URL
+    client = _clients.get(url)
+    if client is None:
+        client = _clients.setdefault(
+            url, redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        )
+    return client
+
+
+def cached_query_embedding(embedder, query: str) -> tuple[list[float], bool]:
+    """The query's vector, from Redis when another search embedded it already. Returns
+    (vector, cache_hit). Redis being down only costs the cache."""
+    key = _query_key(embedder.provider, embedder.model, embedder.dimensions, query)
+    client = None
+    try:
+        client = _redis()
+        raw = client.get(key)
+        if raw:
+            return np.frombuffer(raw, dtype=np.float32).astype(np.float64).tolist(), True
+    except redis.RedisError:
+        client = None
+    vector = embedder.embed_query(query)
+    if client is not None:
+        with contextlib.suppress(redis.RedisError):
+            client.set(key, np.asarray(vector, dtype=np.float32).tobytes(), ex=QUERY_CACHE_TTL_S)
+    return vector, False
