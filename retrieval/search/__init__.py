@@ -1,11 +1,14 @@
 """Search: ``RAGService`` and its steps.
 
-- ``service``: the orchestration of one search (the steps of docs/design.md);
-- ``options``: settling a request against the knowledge base's defaults, and its weights;
-- ``legs``: the vector and keyword legs and the fallback policy between them;
+- ``service``: ``RAGService`` and the orchestration of one search (the steps of docs/design.md);
+- ``options``: settling a request against each knowledge base's defaults, and its weights;
+- ``legs``: the vector and keyword legs and the fallback policy between them (a table);
 - ``ladder``: the keyword leg's retry ladder;
+- ``candidates``: every knowledge base's legs fused into one order (``retrieval.fusion``);
 - ``hydration``: fused candidates to hits, from PostgreSQL, tenant-filtered;
+- ``reranking``: the rerank step over the head of the hits;
 - ``filters``: search filters as SQL shared by both legs;
+- ``errors``: what a search raises (``InvalidSearch``, ``KnowledgeBaseNotFound``);
 - ``types``: the typed vocabulary (modes, legs, options, filters, hits, traces; no Django).
 
 ``from retrieval.search import RAGService`` loads the service on first use, so importing the

@@ -1,14 +1,20 @@
-"""Typed vocabulary of search: modes, options, filters, hits and the trace. No Django imports.
+"""Typed vocabulary of search: modes, legs, options, filters, hits and the trace. No Django
+imports: the remote LangChain retriever imports this module without Django.
 
 Options are frozen dataclasses: a knowledge base's defaults overridden by a request give a new
-``SearchOptions``; nothing mutates shared state.
+``SearchOptions``; nothing mutates shared state. A trace holds JSON values only (leg names as
+text), so ``to_dict()`` is what the API answers.
 """
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
+from numbers import Integral, Real
 from typing import Any
 
 
@@ -17,6 +23,17 @@ class SearchMode(StrEnum):
     VECTOR = "vector"
     KEYWORD = "keyword"
     AUTO = "auto"  # hybrid when both legs are available, else the one that is
+
+
+class Leg(StrEnum):
+    """The two retrievers a search fuses, in the order they run."""
+
+    VECTOR = "vector"
+    KEYWORD = "keyword"
+
+    @property
+    def other(self) -> Leg:
+        return Leg.KEYWORD if self is Leg.VECTOR else Leg.VECTOR
 
 
 class WeightSource(StrEnum):
@@ -46,6 +63,88 @@ class SearchFilters:
             or self.created_after
             or self.created_before
         )
+
+    @classmethod
+    def from_dict(cls, value: SearchFilters | Mapping[str, Any] | None) -> SearchFilters:
+        """Filters from their JSON shape, as the REST API takes them: ``document_ids`` any
+        sequence of integers, ``metadata`` an object, ``max_age_days`` a number >= 0, the two
+        dates ISO 8601 text or datetimes. A missing or null key filters nothing; a
+        SearchFilters is returned as it is. Raises ValueError naming any unknown key or the
+        key whose value has the wrong type."""
+        if isinstance(value, SearchFilters):
+            return value
+        if value is None:
+            return cls()
+        if not isinstance(value, Mapping):
+            raise ValueError(f"filters must be an object, not {type(value).__name__}")
+        unknown = set(value) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown filters: {', '.join(sorted(map(str, unknown)))}")
+        return cls(
+            document_ids=_document_ids(value.get("document_ids")),
+            metadata=_metadata(value.get("metadata")),
+            max_age_days=_days(value.get("max_age_days")),
+            created_after=_moment("created_after", value.get("created_after")),
+            created_before=_moment("created_before", value.get("created_before")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The active filters in their JSON shape (dates as ISO 8601 text), which
+        ``from_dict`` reads back; empty when no filter is active."""
+        shape: dict[str, Any] = {}
+        if self.document_ids is not None:
+            shape["document_ids"] = list(self.document_ids)
+        if self.metadata:
+            shape["metadata"] = self.metadata
+        if self.max_age_days is not None:
+            shape["max_age_days"] = self.max_age_days
+        if self.created_after:
+            shape["created_after"] = self.created_after.isoformat()
+        if self.created_before:
+            shape["created_before"] = self.created_before.isoformat()
+        return shape
+
+
+def _document_ids(value: Any) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise ValueError("document_ids must be a list of integers")
+    ids = tuple(value)
+    if not all(isinstance(i, Integral) and not isinstance(i, bool) for i in ids):
+        raise ValueError("document_ids must be a list of integers")
+    return tuple(int(i) for i in ids)
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+        raise ValueError("metadata must be an object of field names to values")
+    return dict(value)
+
+
+def _days(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        raise ValueError("max_age_days must be a number")
+    if value < 0:
+        raise ValueError("max_age_days must be >= 0")
+    return value if isinstance(value, int | float) else float(value)
+
+
+def _moment(name: str, value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    raise ValueError(f"{name} must be an ISO 8601 date or date and time, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -90,13 +189,85 @@ class Hit:
         return asdict(self)
 
 
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()``), as traces record them."""
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
 @dataclass
 class LegTrace:
+    """One leg across every knowledge base searched."""
+
     ran: bool = False
     skipped_reason: str | None = None
     candidates: int = 0
     ms: float = 0.0
     detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VectorSummary:
+    """One knowledge base's vector leg: how many candidates, and from where."""
+
+    candidates: int
+    embedding_cache_hit: bool
+    index: str  # "exact" (the in-memory matrix) or "hnsw"
+
+
+@dataclass(frozen=True)
+class KeywordSummary:
+    """One knowledge base's keyword leg: how many candidates, from which index, and the rungs
+    of the retry ladder it climbed (none when the query found something as it was)."""
+
+    candidates: int
+    tier: str
+    index_version: int
+    ladder: list[str]
+
+
+@dataclass
+class KnowledgeBaseTrace:
+    """How one knowledge base was searched. ``weights`` are its settled weights (before a mode
+    or a fallback narrowed them to one leg); a leg's summary is there only if the leg ran."""
+
+    knowledge_base_id: int
+    name: str
+    weights: dict[str, float]
+    weight_source: str
+    retrieval_path: list[str] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)
+    vector: VectorSummary | None = None
+    keyword: KeywordSummary | None = None
+    mode_used: str = "none"
+    hits: int = 0  # of the results returned
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+
+@dataclass(frozen=True)
+class RerankTrace:
+    """Whether the head of the fused order was reranked (by which reranker, how many hits, how
+    long it took), or why not."""
+
+    ran: bool = False
+    reason: str = "disabled"
+    reranker: str = ""
+    head: int = 0
+    ms: float = 0.0
+
+    @classmethod
+    def skipped(cls, reason: str) -> RerankTrace:
+        return cls(ran=False, reason=reason)
+
+    @classmethod
+    def done(cls, reranker: str, head: int, ms: float) -> RerankTrace:
+        return cls(ran=True, reason="", reranker=reranker, head=head, ms=ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.ran:
+            return {"ran": True, "reranker": self.reranker, "head": self.head, "ms": self.ms}
+        return {"ran": False, "reason": self.reason}
 
 
 @dataclass
@@ -116,11 +287,14 @@ class Trace:
     keyword: LegTrace = field(default_factory=LegTrace)
     retry_ladder: list[dict[str, Any]] = field(default_factory=list)
     fusion_ms: float = 0.0
-    rerank: dict[str, Any] = field(default_factory=lambda: {"ran": False, "reason": "disabled"})
+    rerank: RerankTrace = field(default_factory=RerankTrace)
     filters: dict[str, Any] = field(default_factory=dict)
-    knowledge_bases: list[dict[str, Any]] = field(default_factory=list)
+    knowledge_bases: list[KnowledgeBaseTrace] = field(default_factory=list)
     total_ms: float = 0.0
     results: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {
+            "rerank": self.rerank.to_dict(),
+            "knowledge_bases": [kb.to_dict() for kb in self.knowledge_bases],
+        }

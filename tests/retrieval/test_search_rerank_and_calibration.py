@@ -48,7 +48,7 @@ def test_rerank_rescores_the_head_and_keeps_the_tail(parts, reranker):
     reranked = service.search(
         "bolt washer", parts.pk, top_k=10, rerank=True, rerank_top_n=4, mode="keyword"
     )
-    assert reranked.trace.rerank["ran"] is True and reranked.trace.rerank["head"] == 4
+    assert reranked.trace.rerank.ran is True and reranked.trace.rerank.head == 4
     assert reranked.trace.retrieval_path[-1] == "rerank"
     head, tail = reranked.hits[:4], reranked.hits[4:]
     assert {h.chunk_id for h in head} == {h.chunk_id for h in plain.hits[:4]}
@@ -70,7 +70,7 @@ def test_rerank_is_skipped_when_both_legs_agree(tenant, reranker):
     result = RAGService(tenant).search("pump seal", kb.pk, rerank=True)
     assert [h.vector_rank for h in result.hits[:2]] == [1, 2]
     assert [h.bm25_rank for h in result.hits[:2]] == [1, 2]
-    assert result.trace.rerank == {"ran": False, "reason": "unanimity"}
+    assert result.trace.rerank.to_dict() == {"ran": False, "reason": "unanimity"}
     assert reranker.requests == []
 
 
@@ -79,7 +79,7 @@ def test_a_failing_reranker_keeps_the_fused_order(parts, reranker):
     service = RAGService(parts.tenant)
     plain = service.search("bolt washer", parts.pk, top_k=10, mode="keyword")
     result = service.search("bolt washer", parts.pk, top_k=10, rerank=True, mode="keyword")
-    assert result.trace.rerank["ran"] is False and "500" in result.trace.rerank["reason"]
+    assert result.trace.rerank.ran is False and "500" in result.trace.rerank.reason
     assert "rerank error -> fused order" in result.trace.fallbacks
     assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in plain.hits]
 
@@ -88,7 +88,7 @@ def test_rerank_without_a_configured_reranker_says_so(manuals):
     result = RAGService(manuals.tenant).search(
         "pump valve", manuals.pk, rerank=True, mode="keyword"
     )
-    assert result.trace.rerank["ran"] is False
+    assert result.trace.rerank.to_dict() == {"ran": False, "reason": "no reranker configured"}
 
 
 def test_weights_come_from_the_query_the_kb_or_calibration(manuals):

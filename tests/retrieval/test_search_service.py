@@ -39,7 +39,7 @@ def test_hybrid_search_ranks_the_right_chunk_first_with_every_signal(manuals):
     assert trace.weight_source == "default"  # calibration has not run on this new KB
     assert trace.vector.ran and trace.keyword.ran and trace.fallbacks == []
     assert trace.keyword.detail["bm25"]["tier"] in {"build", "l1", "l2", "l3"}
-    assert trace.knowledge_bases[0]["hits"] == len(result.hits)
+    assert trace.knowledge_bases[0].hits == len(result.hits)
 
 
 def test_chinese_query_finds_the_chinese_manual(manuals):
@@ -240,7 +240,7 @@ def test_multi_kb_search_merges_kbs_with_different_models(manuals, tenant):
     )
     kbs = {h.knowledge_base_id for h in result.hits}
     assert kbs == {manuals.pk, second.pk}
-    contributions = {kb["knowledge_base_id"]: kb["hits"] for kb in result.trace.knowledge_bases}
+    contributions = {kb.knowledge_base_id: kb.hits for kb in result.trace.knowledge_bases}
     assert set(contributions) == {manuals.pk, second.pk} and all(contributions.values())
     assert sum(contributions.values()) >= len(result.hits)
     with pytest.raises(KnowledgeBaseNotFound):

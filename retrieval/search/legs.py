@@ -1,0 +1,240 @@
+"""The legs of a search and the fallback policy between them.
+
+The vector leg embeds the query (cached) and asks ``retrieval.vector.policy.nearest_chunks``;
+the keyword leg searches the knowledge base's BM25 index (``store.get(kb, fresh=True)``) and
+climbs the retry ladder when the query finds nothing. Both read the filters' allowed chunk ids
+at most once per knowledge base. A leg that cannot run says why, and ``FALLBACKS`` says what
+the trace notes then; neither failure fails the search.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from knowledge import selectors
+from knowledge.analysis import get_analyzer
+from knowledge.embeddings import EmbeddingError, config_for_knowledge_base, get_embedder
+from knowledge.models import Document, KnowledgeBase
+from retrieval.bm25store import BM25Store, bm25_available
+from retrieval.search.errors import KnowledgeBaseNotFound
+from retrieval.search.filters import allowed_chunk_ids
+from retrieval.search.ladder import run_ladder
+from retrieval.search.options import Plan
+from retrieval.search.types import (
+    KeywordSummary,
+    Leg,
+    SearchFilters,
+    SearchMode,
+    Trace,
+    VectorSummary,
+    elapsed_ms,
+)
+from retrieval.vector.policy import nearest_chunks
+from retrieval.vector.query_cache import cached_query_embedding
+from tenancy.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    NOT_WANTED = "not wanted"
+    RAN = "ran"
+    FAILED = "failed"
+    RAN_INSTEAD = "ran instead of the other"  # the other leg was wanted alone and failed
+    FAILED_INSTEAD = "failed instead of the other"
+
+
+O = Outcome  # noqa: E741 - keeps the table below one row per line
+
+# What the trace notes, by how each leg ended; {vector} and {keyword} say why that leg could
+# not run. Legs run vector first; a leg that cannot run is replaced by the other one, alone,
+# when that one was not wanted. Any other pair of outcomes notes nothing.
+# fmt: off
+FALLBACKS: dict[tuple[Outcome, Outcome], tuple[str, ...]] = {
+    # (vector, keyword)           notes
+    (O.FAILED, O.RAN):            ("{vector} -> keyword only",),
+    (O.FAILED, O.FAILED):         ("{vector} -> keyword only", "{keyword}; no leg could run"),
+    (O.FAILED, O.RAN_INSTEAD):    ("{vector} -> keyword",),
+    (O.FAILED, O.FAILED_INSTEAD): ("{vector} -> keyword", "{keyword}; no leg could run"),
+    (O.RAN, O.FAILED):            ("{keyword} -> vector only",),
+    (O.RAN_INSTEAD, O.FAILED):    ("{keyword} -> vector",),
+    (O.FAILED_INSTEAD, O.FAILED): ("{keyword}; {vector}",),
+}
+# fmt: on
+
+
+def wanted_legs(mode: SearchMode, weights: dict[Leg, float]) -> set[Leg]:
+    if mode == SearchMode.VECTOR:
+        return {Leg.VECTOR}
+    if mode == SearchMode.KEYWORD:
+        return {Leg.KEYWORD}
+    return {leg for leg, weight in weights.items() if weight > 0}
+
+
+def run_with_fallbacks(wanted: set[Leg], attempt: Callable[[Leg, bool], str | None]) -> list[str]:
+    """Run the wanted legs through ``attempt(leg, instead)``, which returns why the leg could
+    not run (None: it ran); ``instead`` is true for a leg run alone in place of the other.
+    Returns the fallbacks to note."""
+    outcomes = dict.fromkeys(Leg, Outcome.NOT_WANTED)
+    reasons: dict[str, str] = {}
+    queue = [leg for leg in Leg if leg in wanted]
+    while queue:
+        leg = queue.pop(0)
+        instead = leg not in wanted
+        reason = attempt(leg, instead)
+        if reason is None:
+            outcomes[leg] = Outcome.RAN_INSTEAD if instead else Outcome.RAN
+            continue
+        reasons[leg.value] = reason
+        outcomes[leg] = Outcome.FAILED_INSTEAD if instead else Outcome.FAILED
+        if leg.other not in wanted and outcomes[leg.other] is Outcome.NOT_WANTED:
+            queue.append(leg.other)
+    notes = FALLBACKS.get((outcomes[Leg.VECTOR], outcomes[Leg.KEYWORD]), ())
+    return [note.format(**reasons) for note in notes]
+
+
+def mode_used(ran: set[Leg]) -> str:
+    if ran == set(Leg):
+        return SearchMode.HYBRID.value
+    if ran:
+        return next(iter(ran)).value
+    return "none"
+
+
+@dataclass
+class Legs:
+    """The legs of one search, run for each knowledge base's plan. ``store`` is called only
+    when a keyword leg runs."""
+
+    tenant: Tenant
+    store: Callable[[], BM25Store]
+    query: str
+    filters: SearchFilters
+    trace: Trace
+
+    def run(self, plan: Plan, mode: SearchMode) -> None:
+        wanted = wanted_legs(mode, plan.weights)
+        if mode in (SearchMode.VECTOR, SearchMode.KEYWORD):
+            plan.weights = {leg: 1.0 for leg in wanted}
+
+        def attempt(leg: Leg, instead: bool) -> str | None:
+            if instead:
+                plan.weights = {leg: 1.0}
+            return self._vector(plan) if leg is Leg.VECTOR else self._keyword(plan)
+
+        plan.trace.fallbacks.extend(run_with_fallbacks(wanted, attempt))
+        plan.trace.retrieval_path = [leg.value for leg in Leg if leg in plan.run]
+        plan.trace.mode_used = mode_used(plan.run)
+
+    def _vector(self, plan: Plan) -> str | None:
+        kb = plan.kb
+        if kb.embedding_provider == KnowledgeBase.EmbeddingProvider.NONE:
+            return "no embedder"
+        if not kb.embedding_dimensions:
+            return "no vectors yet"
+        leg = self.trace.vector
+        started = time.perf_counter()
+        try:
+            embedder = get_embedder(config_for_knowledge_base(kb))
+            vector, cache_hit = cached_query_embedding(embedder, self.query)
+        except EmbeddingError as exc:  # ProviderUnavailable included
+            logger.warning("query embedding failed for knowledge base %s: %s", kb.pk, exc)
+            leg.detail["error"] = str(exc)
+            return "embedding error"
+        embed_ms = elapsed_ms(started)
+        try:
+            hits, how = nearest_chunks(
+                kb, vector, plan.candidates, self.filters, lambda: self._allowed(plan)
+            )
+        except KnowledgeBase.DoesNotExist:
+            raise KnowledgeBaseNotFound(f"knowledge base {kb.pk} not found") from None
+        plan.found[Leg.VECTOR] = hits
+        plan.run.add(Leg.VECTOR)
+        leg.ran = True
+        leg.candidates += len(hits)
+        leg.ms += elapsed_ms(started)
+        leg.detail.update(
+            {
+                "index": how,
+                "model": kb.embedding_model,
+                "dimensions": kb.embedding_dimensions,
+                "embedding_cache_hit": cache_hit,
+                "embedding_ms": embed_ms,
+            }
+        )
+        plan.trace.vector = VectorSummary(len(hits), cache_hit, how["index"])
+        return None
+
+    def _keyword(self, plan: Plan) -> str | None:
+        kb = plan.kb
+        if not bm25_available():
+            return "BM25 unavailable"
+        started = time.perf_counter()
+        try:
+            handle = self.store().get(kb, fresh=True)  # kb was read at the start of this search
+        except KnowledgeBase.DoesNotExist:
+            raise KnowledgeBaseNotFound(f"knowledge base {kb.pk} not found") from None
+        except Exception:  # the keyword leg failing must not fail the search
+            logger.exception("BM25 index unavailable for knowledge base %s", kb.pk)
+            return "BM25 unavailable"
+        tokens = get_analyzer(kb.user_words).tokens(self.query)
+        allowed = self._allowed(plan)
+        hits = handle.index.search(tokens, plan.candidates, allowed)
+        attempts: list[dict] = []
+        if not hits:
+            hits, attempts = run_ladder(
+                query=self.query,
+                tokens=tokens,
+                index=handle.index,
+                limit=plan.candidates,
+                allowed=allowed,
+                user_words=kb.user_words,
+                titles=lambda: (
+                    selectors.documents(self.tenant, kb)
+                    .filter(status=Document.Status.READY)
+                    .values_list("pk", "title")
+                ),
+                first_chunks=lambda ids: self._first_chunks(kb, ids),
+            )
+            self.trace.retry_ladder.extend({"knowledge_base_id": kb.pk, **a} for a in attempts)
+        plan.found[Leg.KEYWORD] = hits
+        plan.run.add(Leg.KEYWORD)
+        leg = self.trace.keyword
+        leg.ran = True
+        leg.candidates += len(hits)
+        leg.ms += elapsed_ms(started)
+        leg.detail.update({"tokens": tokens[:50], "bm25": handle.trace()})
+        plan.trace.keyword = KeywordSummary(
+            candidates=len(hits),
+            tier=str(handle.tier),
+            index_version=handle.version,
+            ladder=[a["rung"] for a in attempts],
+        )
+        return None
+
+    def _allowed(self, plan: Plan) -> np.ndarray | None:
+        """Ids of the chunks the filters let through (None: no filter), read once per plan
+        and shared by both legs."""
+        if not self.filters.active:
+            return None
+        if plan.allowed is None:
+            plan.allowed = allowed_chunk_ids(self.tenant.pk, plan.kb.pk, self.filters)
+        return plan.allowed
+
+    def _first_chunks(self, kb: KnowledgeBase, document_ids: list[int]) -> dict[int, int]:
+        rows = (
+            selectors.chunks(self.tenant, kb)
+            .filter(document_id__in=document_ids)
+            .order_by("document_id", "position")
+            .values_list("document_id", "pk")
+        )
+        first: dict[int, int] = {}
+        for document_id, chunk_id in rows:
+            first.setdefault(document_id, chunk_id)
+        return first

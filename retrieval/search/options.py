@@ -1,0 +1,123 @@
+"""A request's options, settled: the query cleaned, the overrides checked and applied, and for
+each knowledge base a ``Plan`` (its top_k, candidates per leg, weights and where they come
+from, rerank) that the legs then fill in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from django.conf import settings
+
+from knowledge.models import KnowledgeBase
+from retrieval.search.errors import InvalidSearch
+from retrieval.search.types import (
+    KnowledgeBaseTrace,
+    Leg,
+    SearchFilters,
+    SearchMode,
+    SearchOptions,
+    WeightSource,
+)
+
+
+@dataclass
+class Plan:
+    """One knowledge base's settled options, what its legs found, and its trace."""
+
+    kb: KnowledgeBase
+    top_k: int
+    candidates: int  # fetched by each leg
+    weights: dict[Leg, float]
+    weight_source: str
+    rerank: bool
+    rerank_top_n: int
+    trace: KnowledgeBaseTrace
+    run: set[Leg] = field(default_factory=set)
+    found: dict[Leg, list[tuple[int, float]]] = field(default_factory=dict)  # (chunk id, score)
+    allowed: np.ndarray | None = None  # chunk ids passing the filters, once read
+
+
+def clean_query(query: str) -> str:
+    if not isinstance(query, str):
+        raise InvalidSearch("query must be text")
+    cleaned = query.replace("\x00", " ").strip()
+    if not cleaned:
+        raise InvalidSearch("query is empty")
+    limit = settings.RAG_MAX_QUERY_CHARS
+    if len(cleaned) > limit:
+        raise InvalidSearch(f"query is longer than {limit} characters")
+    return cleaned
+
+
+def settle(options: SearchOptions, overrides: dict) -> SearchOptions:
+    """``options`` with the keyword overrides of a search call applied (None: not given)."""
+    unknown = set(overrides) - set(SearchOptions.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"unknown search options: {', '.join(sorted(unknown))}")
+    if overrides.get("filters") is not None:
+        try:
+            overrides["filters"] = SearchFilters.from_dict(overrides["filters"])
+        except ValueError as exc:
+            raise InvalidSearch(str(exc)) from None
+    if overrides.get("mode") is not None:
+        try:
+            overrides["mode"] = SearchMode(overrides["mode"])
+        except ValueError:
+            modes = ", ".join(m.value for m in SearchMode)
+            raise InvalidSearch(f"mode must be one of {modes}") from None
+    options = replace(options, **{k: v for k, v in overrides.items() if v is not None})
+    if options.top_k is not None and not 1 <= options.top_k <= settings.RAG_MAX_TOP_K:
+        raise InvalidSearch(f"top_k must be between 1 and {settings.RAG_MAX_TOP_K}")
+    for name in ("vector_weight", "keyword_weight"):
+        value = getattr(options, name)
+        if value is not None and value < 0:
+            raise InvalidSearch(f"{name} must be >= 0")
+    if options.vector_weight == 0 and options.keyword_weight == 0:
+        raise InvalidSearch("vector_weight and keyword_weight cannot both be 0")
+    return options
+
+
+def plan_for(kb: KnowledgeBase, options: SearchOptions) -> Plan:
+    """The knowledge base's defaults overridden by the request's options."""
+    top_k = options.top_k or kb.top_k
+    leg_weights, source = weights(kb, options)
+    return Plan(
+        kb=kb,
+        top_k=top_k,
+        candidates=top_k * (options.candidate_multiplier or kb.candidate_multiplier),
+        weights=leg_weights,
+        weight_source=source,
+        rerank=kb.rerank_enabled if options.rerank is None else options.rerank,
+        rerank_top_n=options.rerank_top_n or kb.rerank_top_n,
+        trace=KnowledgeBaseTrace(
+            knowledge_base_id=kb.pk,
+            name=kb.name,
+            weights={str(leg): weight for leg, weight in leg_weights.items()},
+            weight_source=source,
+        ),
+    )
+
+
+def weights(kb: KnowledgeBase, options: SearchOptions) -> tuple[dict[Leg, float], str]:
+    """The fusion weight of each leg and where they come from: the request's, else the
+    knowledge base's calibrated weights once measured, else its fixed ones."""
+    if (
+        kb.weight_mode == KnowledgeBase.WeightMode.CALIBRATED
+        and kb.calibrated_vector_weight is not None
+    ):
+        base = {Leg.VECTOR: kb.calibrated_vector_weight, Leg.KEYWORD: kb.calibrated_keyword_weight}
+        source = WeightSource.CALIBRATED
+    elif kb.weight_mode == KnowledgeBase.WeightMode.FIXED:
+        base = {Leg.VECTOR: kb.vector_weight, Leg.KEYWORD: kb.keyword_weight}
+        source = WeightSource.FIXED
+    else:  # calibration asked for but not run yet
+        base = {Leg.VECTOR: kb.vector_weight, Leg.KEYWORD: kb.keyword_weight}
+        source = WeightSource.DEFAULT
+    if options.vector_weight is not None or options.keyword_weight is not None:
+        if options.vector_weight is not None:
+            base[Leg.VECTOR] = options.vector_weight
+        if options.keyword_weight is not None:
+            base[Leg.KEYWORD] = options.keyword_weight
+        source = WeightSource.QUERY
+    return {leg: float(w) for leg, w in base.items()}, str(source)
