@@ -1,20 +1,18 @@
 """Label-free calibration of a knowledge base's fusion weights.
 
 Fixed weights are wrong when one leg is weak: an English-only embedding model on Chinese text
-drags 0.6/0.4 fusion from 0.975 to about 0.70 nDCG@10 on cmrc2018-dev, far below keyword search
-alone. So each knowledge base measures its own legs, without labels: pseudo-queries are cut
-from its own chunks (a window of words of a sampled chunk), every leg searches for them alone,
-and a leg is scored by the mean reciprocal rank of the document the query was cut from.
+drags fixed 0.6/0.4 fusion far below keyword search alone. So each knowledge base measures its
+own legs, without labels: pseudo-queries are cut from its own chunks (a window of words of a
+sampled chunk), every leg searches for them alone, and a leg is scored by the mean reciprocal
+rank of the document the query was cut from.
 
 Weights follow the measured MRRs. RRF is sensitive at the top (a tiny weight still reorders
 ranks 1 and 2 of the stronger leg), so a leg that finds the source less than half as often as
 the other (MRR below ``DISTRUST_RATIO`` of it) gets weight 0 instead of a small one: fusion
 with a leg that is mostly noise is worse than the good leg alone. Windows cut from the text
 favour the keyword leg (their words are verbatim), so a vector leg that helps on real
-questions still scores below it here: measured with all-MiniLM-L6-v2, scifact's vector leg
-reached 0.71x the keyword MRR (and fusing at the resulting 0.42/0.58 gives 0.719 nDCG@10
-against 0.697 for keyword alone), cmrc2018-dev's English model on Chinese text 0.10x (keyword
-alone: 0.986; any fusion with it loses).
+questions still scores below it here; the ratio keeps such a leg and drops a model that does
+not know the language (measured on public datasets in docs/performance.md).
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ from dataclasses import asdict, dataclass
 from django.utils import timezone
 
 from knowledge.models import Chunk, Document, KnowledgeBase
+from retrieval.search import RAGService
 from tenancy.models import Tenant
 
 SAMPLE = 60
@@ -82,8 +81,6 @@ def calibrate(
     tenant: Tenant, knowledge_base: KnowledgeBase, sample: int = SAMPLE, seed: int = 13
 ) -> Calibration:
     """Measure both legs on pseudo-queries and store the weights on the knowledge base."""
-    from retrieval.search import RAGService  # the service imports this module's neighbours
-
     rng = random.Random(f"{seed}:{knowledge_base.pk}")  # noqa: S311 - sampling, not secrets
     chunk_ids = list(
         Chunk.objects.filter(

@@ -92,8 +92,8 @@ class RetrievalKnowledgeBaseAdmin(KnowledgeBaseAdmin):
         return HttpResponseRedirect(reverse("admin:knowledge_knowledgebase_change", args=[kb.pk]))
 
     def calibrate_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
-        """Runs here, in the request (a few seconds: 60 pseudo-queries per leg), so the page
-        that comes back shows the new weights."""
+        """Runs here, in the request (a search per pseudo-query and leg), so the page that
+        comes back shows the new weights."""
         kb = self.scoped_object_or_404(request, object_id, Permission.MANAGE_KNOWLEDGE_BASES)
         result = calibrate(kb.tenant, kb)
         if not result.queries:

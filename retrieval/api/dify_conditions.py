@@ -102,7 +102,7 @@ def filters_from_condition(metadata_condition: dict | None) -> SearchFilters:
             )
         name = clauses[0][0]
         union = {_key(v): v for _, op, value in clauses for v in _values(op, value)}
-        return SearchFilters(metadata={name: list(union.values())})
+        return SearchFilters.from_dict({"metadata": {name: list(union.values())}})
     if logical not in ("and", "or"):
         raise UnsupportedCondition("logical_operator is 'and' or 'or'")
     return _conjunction(clauses)
@@ -127,11 +127,13 @@ def _conjunction(clauses: list[tuple[str, str, Any]]) -> SearchFilters:
         if name in metadata:  # two conditions on one field: both must hold
             allowed = {k: v for k, v in metadata[name].items() if k in allowed}
         metadata[name] = allowed
-    return SearchFilters(
-        metadata={
-            name: next(iter(values.values())) if len(values) == 1 else list(values.values())
-            for name, values in metadata.items()
-        },
-        created_after=after,
-        created_before=before,
+    return SearchFilters.from_dict(
+        {
+            "metadata": {
+                name: next(iter(values.values())) if len(values) == 1 else list(values.values())
+                for name, values in metadata.items()
+            },
+            "created_after": after,
+            "created_before": before,
+        }
     )

@@ -95,15 +95,7 @@ class SearchOptionsSerializer(serializers.Serializer):
             "rerank_top_n",
         )
         options = {name: data.get(name) for name in names}
-        filters = data.get("filters") or {}
-        ids = filters.get("document_ids")
-        options["filters"] = SearchFilters(
-            document_ids=tuple(ids) if ids is not None else None,
-            metadata=filters.get("metadata") or {},
-            max_age_days=filters.get("max_age_days"),
-            created_after=filters.get("created_after"),
-            created_before=filters.get("created_before"),
-        )
+        options["filters"] = SearchFilters.from_dict(data.get("filters"))
         return options
 
 

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -37,10 +36,11 @@ from tenancy.models import Tenant
 class KnowledgeBaseRetriever(BaseKnowledgeBaseRetriever):
     """``KnowledgeBaseRetriever(tenant=tenant, knowledge_base_id=3, k=5, mode="hybrid")``.
 
-    Options: k, mode, vector_weight, keyword_weight, score_threshold, filters (a dict or a
-    SearchFilters), rerank, rerank_top_n, candidate_multiplier; unset ones are the knowledge
-    base's defaults. A knowledge base of another tenant raises KnowledgeBaseNotFound, exactly
-    as a missing one does; a bad option raises InvalidSearch.
+    Options: k, mode, vector_weight, keyword_weight, score_threshold, filters (a SearchFilters,
+    or a dict in the REST API's shape: ``SearchFilters.from_dict``), rerank, rerank_top_n,
+    candidate_multiplier; unset ones are the knowledge base's defaults. A knowledge base of
+    another tenant raises KnowledgeBaseNotFound, exactly as a missing one does; a bad option
+    raises InvalidSearch.
     """
 
     tenant: Tenant
@@ -49,7 +49,7 @@ class KnowledgeBaseRetriever(BaseKnowledgeBaseRetriever):
     @field_validator("filters", mode="after")
     @classmethod
     def _search_filters(cls, value: SearchFilters | dict | None) -> SearchFilters | None:
-        return value if value is None else as_search_filters(value)
+        return value if value is None else SearchFilters.from_dict(value)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **overrides: Any
@@ -62,9 +62,7 @@ class KnowledgeBaseRetriever(BaseKnowledgeBaseRetriever):
         return await sync_to_async(self._search, thread_sensitive=True)(query, overrides)
 
     def _search(self, query: str, overrides: dict[str, Any]) -> list[Document]:
-        options = self.search_options(overrides)
-        if "filters" in options:
-            options["filters"] = as_search_filters(options["filters"])
+        options = self.search_options(overrides)  # a filters dict is settled by the search
         result = RAGService(self.tenant).search_multiple_knowledge_bases(
             query, self.knowledge_base_ids, **options
         )
@@ -73,22 +71,6 @@ class KnowledgeBaseRetriever(BaseKnowledgeBaseRetriever):
             hit_to_document(hit.to_dict(), trace, rank)
             for rank, hit in enumerate(result.hits, start=1)
         ]
-
-
-def as_search_filters(value: SearchFilters | dict[str, Any]) -> SearchFilters:
-    """SearchFilters from its JSON shape (dates as ISO 8601 text), as the REST API takes it."""
-    if isinstance(value, SearchFilters):
-        return value
-    fields = dict(value)
-    unknown = set(fields) - set(SearchFilters.__dataclass_fields__)
-    if unknown:
-        raise ValueError(f"unknown filters: {', '.join(sorted(unknown))}")
-    for name in ("created_after", "created_before"):
-        if isinstance(fields.get(name), str):
-            fields[name] = datetime.fromisoformat(fields[name])
-    if fields.get("document_ids") is not None:
-        fields["document_ids"] = tuple(fields["document_ids"])
-    return SearchFilters(**fields)
 
 
 def get_retriever(

@@ -454,10 +454,9 @@ def _chunk_document(row: Chunk) -> Document:
 
 
 def _filters(value: dict | SearchFilters | None) -> SearchFilters:
-    if value is None:
-        return SearchFilters()
-    if isinstance(value, SearchFilters):
-        return value
+    """LangChain's ``filter`` is a metadata dict; a SearchFilters (or None) is taken as is."""
     if isinstance(value, dict):
-        return SearchFilters(metadata=dict(value))
-    raise TypeError("filter must be a metadata dict or a SearchFilters")
+        value = {"metadata": value}
+    elif value is not None and not isinstance(value, SearchFilters):
+        raise TypeError("filter must be a metadata dict or a SearchFilters")
+    return SearchFilters.from_dict(value)

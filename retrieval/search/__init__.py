@@ -1,6 +1,6 @@
 """Search: ``RAGService`` and its steps.
 
-- ``service``: ``RAGService`` and the orchestration of one search (the steps of docs/design.md);
+- ``service``: ``RAGService`` and the orchestration of one search, step by step;
 - ``options``: settling a request against each knowledge base's defaults, and its weights;
 - ``legs``: the vector and keyword legs and the fallback policy between them (a table);
 - ``ladder``: the keyword leg's retry ladder;

@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 
 class Outcome(StrEnum):
+    """How a leg ended for one knowledge base."""
+
     NOT_WANTED = "not wanted"
     RAN = "ran"
     FAILED = "failed"
@@ -120,7 +122,7 @@ class Legs:
 
     def run(self, plan: Plan, mode: SearchMode) -> None:
         wanted = wanted_legs(mode, plan.weights)
-        if mode in (SearchMode.VECTOR, SearchMode.KEYWORD):
+        if mode in (SearchMode.VECTOR, SearchMode.KEYWORD):  # its one leg weighs all
             plan.weights = {leg: 1.0 for leg in wanted}
 
         def attempt(leg: Leg, instead: bool) -> str | None:

@@ -1,11 +1,11 @@
 """RAGService: hybrid search over one or several knowledge bases of a tenant.
 
-One search, step by step (docs/design.md): resolve each knowledge base inside the tenant (a
-foreign one is indistinguishable from a missing one); settle the options, per knowledge base
-(``options``); run its legs with their fallbacks (``legs``); fuse every leg across the
-knowledge bases by weighted RRF (``candidates``); hydrate the head from PostgreSQL, so no cache
-can ever surface a deleted or foreign chunk (``hydration``); optionally rerank that head
-(``reranking``); cut by score threshold and top_k. Every decision lands in the trace.
+One search, step by step: resolve each knowledge base inside the tenant (a foreign one is
+indistinguishable from a missing one); settle the options per knowledge base (``options``);
+run its legs with their fallbacks (``legs``); fuse every leg across the knowledge bases by
+weighted RRF (``candidates``); hydrate the head from PostgreSQL, so no cache can ever surface
+a deleted or foreign chunk (``hydration``); optionally rerank that head (``reranking``); cut
+by score threshold and top_k. Every decision lands in the trace.
 
 Several knowledge bases are searched with their own legs (they may use different embedding
 models and weights); one knowledge base is the same computation with a single member.

@@ -67,7 +67,7 @@ def test_every_search_option_reaches_the_search(manuals):
         retriever = KnowledgeBaseRetriever(tenant=tenant, knowledge_base_id=kb, **options)
         search = {("top_k" if k == "k" else k): v for k, v in options.items()}
         if "filters" in search:
-            search["filters"] = SearchFilters(**search["filters"])
+            search["filters"] = SearchFilters.from_dict(search["filters"])
         assert shape(retriever.invoke(QUERY)) == expected(tenant, [kb], **search), options
     keyword = KnowledgeBaseRetriever(tenant=tenant, knowledge_base_id=kb, mode="keyword")
     assert keyword.invoke(QUERY)[0].metadata["trace"]["mode_used"] == "keyword"

@@ -172,7 +172,7 @@ def test_filters_by_metadata_document_and_age(tenant):
         return {
             h.document_id
             for h in service.search(
-                "engine test", kb.pk, top_k=10, filters=SearchFilters(**filters)
+                "engine test", kb.pk, top_k=10, filters=SearchFilters.from_dict(filters)
             ).hits
         }
 
