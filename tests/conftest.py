@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+API = "/api/v1"
+_key_names = itertools.count()
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
@@ -49,8 +52,67 @@ def at_once(count: int, fn) -> list:
         thread.join(timeout=60)
     if errors:
         raise errors[0]
-    assert len(results) == count, "a thread did not finish within 60 s"
+    if len(results) != count:  # explicit: helpers must check under python -O as well
+        raise AssertionError(f"{count - len(results)} threads did not finish within 60 s")
     return results
+
+
+def bearer(raw_key: str):
+    """An API client sending ``raw_key`` as its Bearer token."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
+    return client
+
+
+def signed_in(user, tenant_slug: str | None = None):
+    """An API client of a signed-in session user, naming ``tenant_slug`` in X-Tenant if given."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(user=user)
+    if tenant_slug:
+        client.credentials(HTTP_X_TENANT=tenant_slug)
+    return client
+
+
+def error_of(response) -> dict:
+    """The error body, checked to have the one error shape."""
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"code", "message", "details"}, body
+    assert isinstance(body["error"]["details"], dict)
+    return body["error"]
+
+
+@pytest.fixture
+def make_key():
+    """``make_key(tenant, scopes=("read", "write"), kbs=())`` -> the raw key."""
+    from tenancy.services import create_api_key
+
+    def make(tenant, scopes=("read", "write"), kbs=(), name=None) -> str:
+        _, raw = create_api_key(
+            tenant=tenant,
+            name=name or f"key {next(_key_names)}",
+            scopes=scopes,
+            knowledge_bases=kbs,
+        )
+        return raw
+
+    return make
+
+
+@pytest.fixture
+def member():
+    """``member(tenant, role)`` -> a user with that role in the tenant."""
+    from tenancy.models import Membership
+    from tests.factories import MembershipFactory, UserFactory
+
+    def make(tenant, role=Membership.Role.OWNER):
+        return MembershipFactory(tenant=tenant, role=role, user=UserFactory()).user
+
+    return make
 
 
 @pytest.fixture
