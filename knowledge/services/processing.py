@@ -37,7 +37,8 @@ def parse_limits() -> ParseLimits:
     return ParseLimits(
         max_file_bytes=settings.RAG_MAX_UPLOAD_BYTES,
         max_text_chars=settings.RAG_MAX_TEXT_CHARS,
-        max_docx_uncompressed_bytes=settings.RAG_MAX_DOCX_UNCOMPRESSED_BYTES,
+        max_unzipped_bytes=settings.RAG_MAX_UNZIPPED_BYTES,
+        max_ocr_pages=settings.RAG_MAX_OCR_PAGES,
     )
 
 
