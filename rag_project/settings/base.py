@@ -169,6 +169,12 @@ RAG_MAX_UNZIPPED_BYTES = env.int(
 # Scanned PDF pages and images are read by OCR in the worker, a few seconds a page on a CPU:
 # documents with more such pages are refused (they would outlast CELERY_TASK_SOFT_TIME_LIMIT).
 RAG_MAX_OCR_PAGES = env.int("RAG_MAX_OCR_PAGES", default=100)
+# The OCR engine factory (dotted path of a callable returning a
+# knowledge.ingestion.parsing.OcrEngine); when it cannot be imported, documents that need OCR
+# fail with a reason saying how to install it.
+RAG_OCR_ENGINE = env.str(
+    "RAG_OCR_ENGINE", default="knowledge.ingestion.parsers.ocr.rapidocr_engine"
+)
 # A document in a non-final state whose row has not moved for this long is re-queued by the
 # reaper (Celery beat), and failed after RAG_MAX_PROCESSING_ATTEMPTS.
 RAG_STUCK_AFTER_S = env.int("RAG_STUCK_AFTER_S", default=15 * 60)
