@@ -5,10 +5,12 @@ what an engine finds. Pure parsing, no database."""
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 
 import pytest
+from django.core.management import call_command
 from PIL import Image
 
 from bench.scans import character_accuracy, page_lines, render_scan
@@ -205,3 +207,14 @@ def test_the_engine_loads_and_reads_with_the_network_blocked():
     assert result.returncode == 0, result.stderr
     assert character_accuracy(scan_text("en", 11, 1), result.stdout) >= 0.97
 
+
+def test_bench_ocr_reads_full_pages_at_least_97_percent_right():
+    """``manage.py bench ocr`` on one full A4 page per language (the reported figures are from
+    ``--pages 10``); recognition is deterministic, so the floor is a stable check."""
+    out = io.StringIO()
+    call_command("bench", "ocr", "--pages", "1", "--json", stdout=out)
+    result = json.loads(out.getvalue())
+    assert set(result["languages"]) == {"en", "zh"}
+    for row in result["languages"].values():
+        assert row["pages"] == 1 and row["accuracy_min"] >= 0.97, result
+    assert result["pages_per_minute"] > 0
