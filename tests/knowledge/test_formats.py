@@ -260,6 +260,19 @@ def test_eml_attachments_over_the_limit_are_listed_not_returned():
     assert doc.metadata["email"]["attachments_over_limit"] == ["n2.txt", "n3.txt"]
 
 
+@pytest.mark.parametrize(
+    "content_type",
+    ['application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"', "multipart/encrypted"],
+)
+def test_an_encrypted_email_fails_with_a_reason(content_type):
+    data = (
+        b"From: a@example.com\r\nSubject: Secret\r\nMIME-Version: 1.0\r\n"
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\nMIAGCSqGSIb3DQEHA6CAMIACAQA=\r\n"
+    )
+    with pytest.raises(ParseError, match=r"encrypted \(S/MIME or PGP\)"):
+        parse_document("secret.eml", data)
+
+
 def test_a_text_file_named_eml_is_refused():
     with pytest.raises(UnsupportedFileType, match="does not start with e-mail headers"):
         parse_document("notes.eml", b"Just some notes, no headers.\n")

@@ -15,7 +15,7 @@ decides which become documents (their type is detected like any upload's). A for
 (message/rfc822) is an attachment named after its subject, an .eml. Parts shown inside the body
 (inline images with a Content-ID, a signature logo) are not attachments. At most
 ParseLimits.max_attachments are returned; the rest are listed in metadata["email"]
-["attachments_over_limit"].
+["attachments_over_limit"]. Encrypted messages (S/MIME, PGP/MIME) are refused with a reason.
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ from .base import (
 from .encoding import decode_text
 from .html_parser import add_html
 
+_ENCRYPTED = frozenset(
+    {"application/pkcs7-mime", "application/x-pkcs7-mime", "multipart/encrypted"}
+)
+
 
 def parse_eml(data: bytes, limits: ParseLimits) -> ParsedDocument:
     try:
@@ -51,6 +55,11 @@ def parse_eml(data: bytes, limits: ParseLimits) -> ParsedDocument:
 
 
 def _parse(message: EmailMessage, limits: ParseLimits) -> ParsedDocument:
+    if message.get_content_type() in _ENCRYPTED:
+        raise ParseError(
+            "The e-mail message is encrypted (S/MIME or PGP); save or forward a decrypted copy "
+            "and upload that"
+        )
     subject = clean_inline(str(message.get("subject", "")))
     senders = _addresses(message, "from")
     facts: dict[str, object] = {
