@@ -88,6 +88,12 @@ def test_a_missing_engine_fails_with_how_to_install_it():
     assert "No module named 'rapidocr'" in message
 
 
+def test_a_missing_system_library_is_named_with_how_to_install_it():
+    cause = ImportError("libGL.so.1: cannot open shared object file: No such file or directory")
+    message = str(OcrUnavailable.not_installed(cause))
+    assert "libGL.so.1" in message and "apt-get install libgl1 libglib2.0-0" in message
+
+
 # --- limits and damage (no recognition needed) -----------------------------------------------
 
 

@@ -70,10 +70,13 @@ class OcrUnavailable(ParseError):
 
     @classmethod
     def not_installed(cls, cause: Exception) -> OcrUnavailable:
+        reason = str(cause)[:200]
+        # OpenCV's wheel needs system libraries a slim host may lack (make ocr-libs installs).
+        system = "; OpenCV needs: apt-get install libgl1 libglib2.0-0" if ".so" in reason else ""
         return cls(
             "This is a scanned document or an image: its text has to be recognised (OCR), and "
             "text recognition is not installed: pip install -r requirements.txt "
-            f"(rapidocr_onnxruntime). The import failed with: {str(cause)[:200]}"
+            f"(rapidocr_onnxruntime). The import failed with: {reason}{system}"
         )
 
 
