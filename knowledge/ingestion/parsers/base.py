@@ -116,7 +116,6 @@ class Attachment:
 
     name: str
     data: bytes
-    content_type: str
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from .base import (
 from .encoding import decode_text
 from .html_parser import add_html
 
+_SEPARATORS = str.maketrans("/\\", "--")
 _ENCRYPTED = frozenset(
     {"application/pkcs7-mime", "application/x-pkcs7-mime", "multipart/encrypted"}
 )
@@ -161,8 +162,9 @@ def _attachment(part: EmailMessage) -> Attachment:
     if content_type == "message/rfc822":
         # The forwarded message is the part's only child; as_bytes gives it back as a file.
         (forwarded,) = part.iter_parts()
-        subject = clean_inline(str(forwarded.get("subject", "")))
+        # Named after its subject, short and without path separators, so ".eml" survives.
+        subject = clean_inline(str(forwarded.get("subject", ""))).translate(_SEPARATORS)[:100]
         name = part.get_filename() or f"{subject or 'forwarded message'}.eml"
-        return Attachment(name, forwarded.as_bytes(policy=policy.default), content_type)
+        return Attachment(name, forwarded.as_bytes(policy=policy.default))
     name = part.get_filename() or "attachment" + (mimetypes.guess_extension(content_type) or ".bin")
-    return Attachment(name, part.get_payload(decode=True) or b"", content_type)
+    return Attachment(name, part.get_payload(decode=True) or b"")
