@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test reliability install browsers lint services-start services-stop services-status clean
+.PHONY: run test reliability install browsers ocr-libs lint services-start services-stop services-status clean
 
 $(STAMP): requirements.txt requirements-local.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,8 +14,16 @@ $(STAMP): requirements.txt requirements-local.txt requirements-dev.txt
 
 install: $(STAMP)
 
+## OpenCV, inside the OCR engine (requirements.txt), loads libGL and libglib: installed with apt
+## when missing (needs root). Without them all works but OCR: scans fail saying what is missing.
+ocr-libs:
+	@if ! ldconfig -p 2>/dev/null | grep -q 'libGL.so.1'; then \
+		(apt-get update && apt-get install -y libgl1 libglib2.0-0) || \
+		echo "libGL could not be installed: scanned PDFs and images will fail until it is"; \
+	fi
+
 ## Serve http://127.0.0.1:8000 with a Celery worker, embedded services and the demo data.
-run: install
+run: install ocr-libs
 	$(PY) manage.py run
 
 ## Debian's Chromium (and a CJK font for readable screenshots) for the admin's browser tests:
@@ -27,7 +35,7 @@ browsers:
 
 ## The whole suite against the real (embedded) PostgreSQL and Redis. Embedded services that
 ## the suite started are stopped afterwards; ones already running (make run) are left alone.
-test: install browsers
+test: install browsers ocr-libs
 	$(PY) -m ruff check .
 	@if $(PY) -m rag_project.embedded check; then keep=1; else keep=; fi; \
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not reliability" $(PYTEST_ARGS); rc=$$?; \

@@ -11,6 +11,8 @@ the table.
   tenant and knowledge base that are deleted at the end.
 - ``fusion [--candidates N]``: weighted RRF of N + N candidates (p50 in microseconds), against
   the textbook dict-and-sort implementation, checking both give the same order.
+- ``ocr [--pages N]``: character accuracy of OCR on N scanned pages per language (Chinese,
+  English) rendered from known text, and pages per minute on this machine.
 - ``search --chunks N``, ``load --clients C --seconds S``, ``ingest --docs N`` and
   ``growth --sizes ...``: search latency and recall at scale, the HTTP API under load,
   ingestion through Celery workers, cost against corpus size.
@@ -27,6 +29,7 @@ from bench.fusion import add_fusion_arguments, bench_fusion, fusion_table
 from bench.growth import add_growth_arguments, bench_growth, growth_table
 from bench.ingest import add_ingest_arguments, bench_ingest, ingest_table
 from bench.load import add_load_arguments, bench_load, load_table
+from bench.ocr import add_ocr_arguments, bench_ocr, ocr_table
 from bench.search import add_search_arguments, bench_search, search_table
 
 
@@ -49,6 +52,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         add_fusion_arguments,
         bench_fusion,
         fusion_table,
+    ),
+    "ocr": Benchmark(
+        "OCR character accuracy (Chinese, English) and pages per minute on scanned pages",
+        add_ocr_arguments,
+        bench_ocr,
+        ocr_table,
     ),
     "search": Benchmark(
         "service-level search latency and vector recall on N synthetic chunks",

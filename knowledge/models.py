@@ -157,6 +157,14 @@ class Document(models.Model):
     replaces = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # An e-mail's attachment is a document of its own, linked to the message: it goes when the
+    # message is deleted (as the user expects), and the link cannot go stale as metadata could.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="attachments"
+    )
+    # How the file is read, as chosen at upload (knowledge.ingestion.parsing.ParseOptions:
+    # qa_pairs, qa_question_column, qa_answer_column); kept for reprocessing.
+    options = models.JSONField(default=dict, blank=True)
     analyzer_version = models.PositiveSmallIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -1,24 +1,23 @@
 """The site: health, admin, and the REST API under ``/api/v1/`` (tenancy's ``me`` and API keys,
-knowledge's knowledge bases, documents and chunks, retrieval's search, context and Dify)."""
+knowledge's knowledge bases, documents and chunks, retrieval's search, context and Dify).
+
+Apps are named by dotted strings only: ``rag_project`` sits below every app and imports none of
+them (tests/foundation/test_layering.py). Tenancy registers the ``id`` path converter the apps'
+URLs use in its ``AppConfig.ready``."""
 
 from django.contrib import admin
-from django.urls import include, path, re_path, register_converter
-from django.views.decorators.csrf import csrf_exempt
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from rag_project.health import healthz
-from tenancy.api.converters import IdConverter
-from tenancy.api.errors import not_found
-
-register_converter(IdConverter, "id")
 
 api_v1 = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("", include("tenancy.api.urls")),
     path("", include("knowledge.api.urls")),
     path("", include("retrieval.api.urls")),
-    # Anything else under /api/v1/ answers 404 in the error shape, with DEBUG on as well.
-    re_path(r"", csrf_exempt(not_found)),
+    # Last: anything else under /api/v1/ answers 404 in the error shape, with DEBUG on as well.
+    path("", include("tenancy.api.fallback_urls")),
 ]
 
 urlpatterns = [

@@ -49,4 +49,5 @@ def ensure_tenant(obj: Any, tenant: Any, what: str = "object") -> None:
     asserts, and a guard that disappears in production is no guard."""
     tenant_id = getattr(tenant, "pk", tenant)
     if tenant_id is None or getattr(obj, "tenant_id", None) != tenant_id:
-        raise NotYours(f"{what} not found")
+        # Worded like the 404 of a missing row ("Document not found."): indistinguishable.
+        raise NotYours(f"{what} not found.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -10,8 +11,38 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+
+# Hypothesis times examples by default: 200 ms each (a "deadline") and a health check that
+# fails when generating data is "too slow". Both fail correct code on a loaded machine; the
+# properties tested here are about answers, not speed.
+hypothesis_settings.register_profile(
+    "suite", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("suite")
 
 REPO = Path(__file__).resolve().parent.parent
+API = "/api/v1"
+_key_names = itertools.count()
+# How long a test waits for something that must happen (a worker to answer, an upload to be
+# processed, a server or a subprocess to finish) before calling it broken. Generous on purpose:
+# on a loaded machine things are slow, not broken, and a healthy run never gets near it. Tests
+# wait on the condition itself, never for a fixed time.
+CEILING_S = 300.0
+
+
+def wait_until(condition, what: str, timeout: float = CEILING_S, interval: float = 0.1):
+    """Poll ``condition()`` until it returns something true and return that; fail naming
+    ``what`` once ``timeout`` has passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"gave up after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
@@ -46,11 +77,70 @@ def at_once(count: int, fn) -> list:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=60)
+        thread.join(timeout=CEILING_S)
     if errors:
         raise errors[0]
-    assert len(results) == count, "a thread did not finish within 60 s"
+    if len(results) != count:  # explicit: helpers must check under python -O as well
+        raise AssertionError(f"{count - len(results)} threads did not finish in {CEILING_S:g} s")
     return results
+
+
+def bearer(raw_key: str):
+    """An API client sending ``raw_key`` as its Bearer token."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
+    return client
+
+
+def signed_in(user, tenant_slug: str | None = None):
+    """An API client of a signed-in session user, naming ``tenant_slug`` in X-Tenant if given."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(user=user)
+    if tenant_slug:
+        client.credentials(HTTP_X_TENANT=tenant_slug)
+    return client
+
+
+def error_of(response) -> dict:
+    """The error body, checked to have the one error shape."""
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"code", "message", "details"}, body
+    assert isinstance(body["error"]["details"], dict)
+    return body["error"]
+
+
+@pytest.fixture
+def make_key():
+    """``make_key(tenant, scopes=("read", "write"), kbs=())`` -> the raw key."""
+    from tenancy.services import create_api_key
+
+    def make(tenant, scopes=("read", "write"), kbs=(), name=None) -> str:
+        _, raw = create_api_key(
+            tenant=tenant,
+            name=name or f"key {next(_key_names)}",
+            scopes=scopes,
+            knowledge_bases=kbs,
+        )
+        return raw
+
+    return make
+
+
+@pytest.fixture
+def member():
+    """``member(tenant, role)`` -> a user with that role in the tenant."""
+    from tenancy.models import Membership
+    from tests.factories import MembershipFactory, UserFactory
+
+    def make(tenant, role=Membership.Role.OWNER):
+        return MembershipFactory(tenant=tenant, role=role, user=UserFactory()).user
+
+    return make
 
 
 @pytest.fixture
@@ -85,9 +175,17 @@ class WorkerProcess:
     def __init__(self, queue: str, database: str, env: dict[str, str]) -> None:
         self.queue, self.database, self.env = queue, database, env
         self.proc: subprocess.Popen | None = None
+        self.name = ""
 
-    def start(self, timeout: float = 60.0) -> WorkerProcess:
+    def start(self, timeout: float = CEILING_S) -> WorkerProcess:
+        """Start the worker and return once it answers a ping. Starting takes seconds on an
+        idle machine and much longer on a loaded one; only a worker that died or never answers
+        within the ceiling fails the test."""
         from rag_project.celery import app
+
+        # This worker's own name: the ping below must be answered by it, not by another worker
+        # (one still stopping, or another test's) on the same broker.
+        self.name = f"test-{os.getpid()}-{time.monotonic_ns()}@tests"
 
         env = subprocess_env(
             DJANGO_SETTINGS_MODULE="rag_project.settings.test",
@@ -110,18 +208,19 @@ class WorkerProcess:
                 "-Q",
                 self.queue,
                 "-n",
-                f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+                self.name,
             ],
             cwd=REPO,
             env=env,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def answered() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"celery worker exited with {self.proc.returncode}")
-            if app.control.ping(timeout=1.0):
-                return self
-        raise RuntimeError(f"celery worker did not answer a ping within {timeout:g} s")
+            return bool(app.control.ping(destination=[self.name], timeout=1.0))
+
+        wait_until(answered, f"celery worker {self.name} to answer a ping", timeout)
+        return self
 
     def kill(self) -> None:
         """SIGKILL: the worker dies mid-task without any chance to clean up."""

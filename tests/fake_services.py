@@ -2,6 +2,12 @@
 
 They are real sockets on 127.0.0.1, so the code under test runs its real HTTP client, timeouts
 and retries; a test scripts the answers (status codes, delays, garbage) it wants to see.
+
+An answer that must come too late for a client's timeout is ``held``: it is sent only when the
+test lets go (``release()``, or leaving the server's ``with``), so the client times out however
+slow the machine is; a fixed delay would race against the client's timeout on a loaded machine.
+What the server received is read after ``wait_for_requests(n)``: the server may record a request
+a moment after a client that timed out has given up on it.
 """
 
 from __future__ import annotations
@@ -13,13 +19,17 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.conftest import CEILING_S
+
 
 @dataclass
 class Scripted:
-    """One scripted answer: a status (200 computes real vectors), a delay, or a raw body."""
+    """One scripted answer: a status (200 computes real vectors), a delay, or a raw body;
+    ``held``: not sent until the test releases it (a client times out waiting for it)."""
 
     status: int = 200
     delay_s: float = 0.0
+    held: bool = False
     body: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -43,6 +53,8 @@ class ScriptedServer:
     def __init__(self) -> None:
         self.script: list[Scripted] = []
         self.requests: list[dict] = []
+        self._received = threading.Condition()
+        self._released = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,8 +63,12 @@ class ScriptedServer:
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                server.requests.append(server.record(self.path, raw, self.headers))
-                answer = server.script.pop(0) if server.script else server.default
+                with server._received:
+                    server.requests.append(server.record(self.path, raw, self.headers))
+                    answer = server.script.pop(0) if server.script else server.default
+                    server._received.notify_all()
+                if answer.held:
+                    server._released.wait(CEILING_S)
                 if answer.delay_s:
                     time.sleep(answer.delay_s)
                 if server.path is not None and self.path.rstrip("/") != server.path:
@@ -79,6 +95,20 @@ class ScriptedServer:
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
+    def wait_for_requests(self, count: int, timeout: float = CEILING_S) -> list[dict]:
+        """The requests received, once there are at least ``count`` of them."""
+        with self._received:
+            if not self._received.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise AssertionError(
+                    f"the server received {len(self.requests)} requests, not {count}, "
+                    f"within {timeout:g} s"
+                )
+            return list(self.requests)
+
+    def release(self) -> None:
+        """Send the held answers (to clients that have most likely given up on them)."""
+        self._released.set()
+
     def record(self, path: str, raw: bytes, headers) -> dict:
         return {
             "path": path,
@@ -99,6 +129,7 @@ class ScriptedServer:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.release()
         self._httpd.shutdown()
         self._httpd.server_close()
 

@@ -22,6 +22,7 @@ from django.utils.html import format_html, format_html_join
 from knowledge.admin import selectors
 from knowledge.admin.forms import KnowledgeBaseAddForm, ReembedForm, UploadForm
 from knowledge.admin.widgets import chunk_count, documents_url, progress_bar, status_badge
+from knowledge.ingestion.parsing import ACCEPTED_EXTENSIONS
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services.documents import DuplicateDocument
 from knowledge.services.knowledge_base_changes import (
@@ -247,6 +248,7 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
             "form": form,
             "results": upload_results(outcomes) if outcomes is not None else None,
             "documents_url": documents_url(kb),
+            "accepted_types": ACCEPTED_EXTENSIONS,
         }
         return TemplateResponse(request, "admin/knowledge/knowledgebase/upload.html", context)
 

@@ -140,6 +140,7 @@ class DocumentListView(TenantAPIView):
             files=data["files"],
             replace=data["replace"],
             metadata=data["metadata"],
+            options=serializer.parse_options(),
         )
         results = [_result(outcome) for outcome in outcomes]
         accepted = [outcome.document for outcome in outcomes if outcome.accepted]

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from knowledge import access
 from knowledge.embeddings.local import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
 from knowledge.embeddings.registry import PROVIDERS
+from knowledge.ingestion.parsing import ACCEPTED_EXTENSIONS
 from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services.knowledge_base_changes import EDITABLE_FIELDS
 from tenancy.api.fields import FiniteFloatField, JSONObjectField
@@ -169,6 +170,12 @@ class DocumentSerializer(serializers.ModelSerializer):
         help_text="An upload with replace=true: the earlier document of the same file name it "
         "replaces once it is ready.",
     )
+    parent_id = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="An e-mail attachment: the message it came with (deleting the message "
+        "deletes it).",
+    )
 
     class Meta:
         model = Document
@@ -186,13 +193,18 @@ class DocumentSerializer(serializers.ModelSerializer):
             "metadata",
             "chunk_count",
             "replaces_id",
+            "parent_id",
+            "options",
             "created_at",
             "updated_at",
             "processed_at",
         ]
         read_only_fields = fields
         extra_kwargs = {
-            "progress": {"help_text": "0-100; moves with each embedding request."},
+            "progress": {
+                "help_text": "0-100; moves with each page read by OCR and each embedding request."
+            },
+            "options": {"help_text": "How the file is read, as set at upload (Q&A pairs)."},
             "error": {"help_text": "Why processing failed, for the person who uploaded it."},
         }
 
@@ -202,8 +214,9 @@ class DocumentUploadSerializer(serializers.Serializer):
         child=serializers.FileField(allow_empty_file=True, use_url=False),
         min_length=1,
         max_length=settings.RAG_MAX_UPLOAD_FILES,
-        help_text="One or more files (repeat the form field). Accepted types: .txt, .md, "
-        ".html, .pdf, .docx, .csv; at most RAG_MAX_UPLOAD_BYTES each.",
+        help_text="One or more files (repeat the form field). Accepted types: "
+        f"{ACCEPTED_EXTENSIONS}; at most RAG_MAX_UPLOAD_BYTES each. Scanned PDF pages and "
+        "images are read by OCR; an e-mail's attachments become documents of their own.",
     )
     replace = serializers.BooleanField(
         default=False,
@@ -217,6 +230,44 @@ class DocumentUploadSerializer(serializers.Serializer):
         help_text="Metadata for every uploaded document (and its chunks), usable in search "
         'filters. Multipart: its JSON text, e.g. {"project": "apollo"}.',
     )
+    qa_pairs = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Tables (.csv, .xlsx): read as question/answer pairs, one chunk per pair, the "
+        "question searchable and the answer returned. Unset: when the header has a question "
+        "column (question, q, 问题, 问...) and an answer column (answer, a, 答案, 答, 回答...). "
+        "false: always as rows.",
+    )
+    qa_question_column = serializers.CharField(
+        required=False,
+        default="",
+        max_length=200,
+        help_text="The header of the question column, when it has another name (implies qa_pairs).",
+    )
+    qa_answer_column = serializers.CharField(
+        required=False,
+        default="",
+        max_length=200,
+        help_text="The header of the answer column, when it has another name (implies qa_pairs).",
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        named = attrs["qa_question_column"] or attrs["qa_answer_column"]
+        if named and attrs["qa_pairs"] is False:
+            raise serializers.ValidationError(
+                {"qa_pairs": "qa_pairs=false contradicts naming the Q&A columns."}
+            )
+        return attrs
+
+    def parse_options(self) -> dict:
+        """The options to store on each document (only those that were set)."""
+        data = self.validated_data
+        return {
+            key: data[key]
+            for key in ("qa_pairs", "qa_question_column", "qa_answer_column")
+            if data[key] not in (None, "")
+        }
 
 
 class UploadResultSerializer(serializers.Serializer):

@@ -2,6 +2,7 @@
 
 A failed upload leaves the knowledge base as it was: the type and size are checked and the file
 hashed before anything is written, and a stored file is removed again if its row is not created.
+Deleting a document deletes its attachments (an e-mail's, see ``attachments``) with it.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def create_document(
     stream: BinaryIO,
     title: str = "",
     metadata: dict | None = None,
+    options: dict | None = None,
     replace: bool = False,
     queue: bool = True,
 ) -> Document:
@@ -91,7 +93,8 @@ def create_document(
     ``replace=True`` a duplicate is updated and processed again instead, and an earlier
     document of the same file name is replaced once the new one is ready (so search keeps
     finding the old one until then, and keeps it if the new one fails). ``queue=False`` leaves
-    processing to the caller (``ingest --sync``).
+    processing to the caller (``ingest --sync``). ``options`` are how the file is read
+    (``ParseOptions`` fields: Q&A pairs), kept on the document for reprocessing.
     """
     ensure_tenant(knowledge_base, tenant, "knowledge base")
     filename = clean_filename(name)
@@ -108,7 +111,10 @@ def create_document(
             existing.title = title
             existing.original_filename = filename
             existing.metadata = metadata or existing.metadata
-            existing.save(update_fields=["title", "original_filename", "metadata", "updated_at"])
+            existing.options = options if options is not None else existing.options
+            existing.save(
+                update_fields=["title", "original_filename", "metadata", "options", "updated_at"]
+            )
             _queue_again(existing, queue)
         return existing
 
@@ -121,6 +127,7 @@ def create_document(
         size_bytes=size,
         sha256=sha256,
         metadata=metadata,
+        options=dict(options or {}),
     )
     if replace:
         document.replaces = (
@@ -163,15 +170,40 @@ def reprocess_document(*, tenant: Tenant, document: Document) -> None:
 
 
 def delete_document(*, tenant: Tenant, document: Document) -> None:
-    """Delete a document, its chunks and (after commit) its stored file; bumps the index."""
+    """Delete a document, its chunks, its attachments (the database cascades) and, after
+    commit, their stored files; bumps the index."""
     ensure_tenant(document, tenant, "document")
-    storage, stored_name = document.file.storage, document.file.name
     with transaction.atomic():
         kb = KnowledgeBase.objects.select_for_update().get(pk=document.knowledge_base_id)
+        names = stored_files(document.pk)
         deleted, _ = Document.objects.filter(pk=document.pk, tenant=tenant).delete()
         if deleted:
             bump_index_version(kb)
-        transaction.on_commit(lambda: storage.delete(stored_name))
+            delete_files_on_commit(names)
+
+
+def stored_files(document_id: int) -> list[str]:
+    """The stored file names of a document and of its attachments, theirs included."""
+    names = list(Document.objects.filter(pk=document_id).values_list("file", flat=True))
+    parents = [document_id]
+    while parents:
+        rows = list(Document.objects.filter(parent_id__in=parents).values_list("pk", "file"))
+        names.extend(name for _, name in rows)
+        parents = [pk for pk, _ in rows]
+    return [name for name in names if name]
+
+
+def delete_files_on_commit(names: list[str]) -> None:
+    storage = Document._meta.get_field("file").storage
+
+    def delete() -> None:
+        for name in names:
+            try:
+                storage.delete(name)
+            except OSError as exc:  # a missing or unreadable file must not undo the deletion
+                logger.warning("could not delete stored file %s: %s", name, exc)
+
+    transaction.on_commit(delete)
 
 
 def enqueue_processing(document_id: int) -> None:

@@ -5,6 +5,17 @@ Runs in a Celery worker (``knowledge.tasks.process_document_task``) or in-proces
 replaced in one transaction, so a reader sees the old set or the new set, never half of one.
 Every failure a person can act on ends as ``failed`` with its message; nothing crashes the
 worker.
+
+Progress moves at every step, and within the long ones: per page read by OCR (status
+``parsing``) and per embedding request. OCR takes seconds a page, longer than everything else,
+so a document that needs it gives parsing most of the bar (up to ``OCR_DONE``) and the later
+steps share the rest. Every move also refreshes ``updated_at``, so the reaper never takes a
+long OCR run for a stuck one.
+
+An e-mail's attachments are stored as documents of their own right after the message is parsed
+(``services.attachments``) and queued; the message's metadata["email"] records its headers and
+what became of each attachment. Q&A pairs are embedded with their question, so a question
+asked in other words finds the pair by meaning as well as by its words.
 """
 
 from __future__ import annotations
@@ -17,13 +28,29 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from knowledge.analysis import ANALYZER_VERSION, get_analyzer
 from knowledge.embeddings import EmbeddingError, config_for_knowledge_base, get_embedder
-from knowledge.ingestion.chunking import ChunkingConfig, chunk_document
-from knowledge.ingestion.parsing import ParseError, ParseLimits, parse_document
+from knowledge.ingestion.chunking import ChunkingConfig, TextChunk, chunk_document
+from knowledge.ingestion.parsing import (
+    Ocr,
+    OcrEngine,
+    OcrUnavailable,
+    ParsedDocument,
+    ParseError,
+    ParseLimits,
+    ParseOptions,
+    parse_document,
+)
 from knowledge.models import Chunk, Document, KnowledgeBase
-from knowledge.services.documents import enqueue_processing, record_attempt
+from knowledge.services.attachments import add_attachments
+from knowledge.services.documents import (
+    delete_files_on_commit,
+    enqueue_processing,
+    record_attempt,
+    stored_files,
+)
 from knowledge.services.knowledge_bases import bump_index_version
 
 logger = logging.getLogger(__name__)
@@ -31,14 +58,33 @@ Status = Document.Status
 
 # Progress (0-100) at the start of each step; embedding moves between its start and indexing.
 PROGRESS = {Status.PARSING: 2, Status.CHUNKING: 15, Status.EMBEDDING: 25, Status.INDEXING: 92}
+# Where parsing ends when pages were read by OCR; the later steps are scaled into the rest.
+OCR_DONE = 60
 
 
 def parse_limits() -> ParseLimits:
     return ParseLimits(
         max_file_bytes=settings.RAG_MAX_UPLOAD_BYTES,
         max_text_chars=settings.RAG_MAX_TEXT_CHARS,
-        max_docx_uncompressed_bytes=settings.RAG_MAX_DOCX_UNCOMPRESSED_BYTES,
+        max_unzipped_bytes=settings.RAG_MAX_UNZIPPED_BYTES,
+        max_ocr_pages=settings.RAG_MAX_OCR_PAGES,
     )
+
+
+def parse_options(options: dict) -> ParseOptions:
+    """The stored upload options as ParseOptions (keys it does not know are ignored)."""
+    known = ParseOptions.__dataclass_fields__
+    return ParseOptions(**{k: v for k, v in options.items() if k in known})
+
+
+def ocr_engine() -> OcrEngine:
+    """The engine RAG_OCR_ENGINE names; OcrUnavailable (with how to install it) when it
+    cannot be imported."""
+    try:
+        factory = import_string(settings.RAG_OCR_ENGINE)
+    except ImportError as exc:
+        raise OcrUnavailable.not_installed(exc) from exc
+    return factory()
 
 
 def _set(document_id: int, status: str, progress: int | None = None) -> None:
@@ -46,6 +92,34 @@ def _set(document_id: int, status: str, progress: int | None = None) -> None:
     if progress is not None:
         fields["progress"] = progress
     Document.objects.filter(pk=document_id).update(**fields)
+
+
+class _Progress:
+    """The progress bar of one run (see the module docstring)."""
+
+    def __init__(self, document_id: int) -> None:
+        self._document_id = document_id
+        self._parsed_at = PROGRESS[Status.CHUNKING]
+
+    def ocr_page(self, done: int, total: int) -> None:
+        self._parsed_at = OCR_DONE
+        start = PROGRESS[Status.PARSING]
+        _set(self._document_id, Status.PARSING, start + (OCR_DONE - start) * done // total)
+
+    def step(self, status: str, within: float = 0.0) -> None:
+        """At `status`, `within` (0-1) of the way to the next step."""
+        steps = [Status.CHUNKING, Status.EMBEDDING, Status.INDEXING]
+        if status == Status.PARSING:
+            value = PROGRESS[Status.PARSING]
+        else:
+            following = steps.index(status) + 1
+            end = PROGRESS[steps[following]] if following < len(steps) else 100
+            value = self._scaled(PROGRESS[status] + (end - PROGRESS[status]) * within)
+        _set(self._document_id, status, int(value))
+
+    def _scaled(self, value: float) -> float:
+        low = PROGRESS[Status.CHUNKING]
+        return self._parsed_at + (value - low) * (100 - self._parsed_at) / (100 - low)
 
 
 def _fail(document_id: int, message: str) -> None:
@@ -80,26 +154,37 @@ def process_document(document_id: int) -> str:
 
 def _run(document: Document) -> str:
     kb = document.knowledge_base
-    _set(document.pk, Status.PARSING, PROGRESS[Status.PARSING])
+    progress = _Progress(document.pk)
+    progress.step(Status.PARSING)
     with document.file.open("rb") as handle:
         data = handle.read()
-    parsed = parse_document(document.original_filename, data, parse_limits())
+    parsed = parse_document(
+        document.original_filename,
+        data,
+        parse_limits(),
+        parse_options(document.options),
+        Ocr(engine=ocr_engine, on_page=progress.ocr_page),
+    )
     if parsed.title and document.title == PurePosixPath(document.original_filename).stem:
         # No title was given: the document's own (Markdown/HTML heading, .docx or PDF title)
         # names it better than its file name, in citations and in every chunk's tokens.
         document.title = parsed.title.strip()[:500]
+    if "email" in parsed.metadata:
+        email = {**parsed.metadata["email"]}
+        email["attachments"] = add_attachments(document, parsed.attachments)
+        document.metadata = {**document.metadata, "email": email}
 
-    _set(document.pk, Status.CHUNKING, PROGRESS[Status.CHUNKING])
+    progress.step(Status.CHUNKING)
     pieces = chunk_document(parsed, ChunkingConfig(kb.chunk_size, kb.chunk_overlap))
     if not pieces:
         raise ParseError("no text could be extracted from the file")
     analyzer = get_analyzer(kb.user_words)
     tokens = [analyzer.chunk_tokens(p.content, document.title, p.heading_path) for p in pieces]
 
-    _set(document.pk, Status.EMBEDDING, PROGRESS[Status.EMBEDDING])
-    vectors = _embed(document.pk, kb, [p.content for p in pieces])
+    progress.step(Status.EMBEDDING)
+    vectors = _embed(progress, kb, [_embedded_text(parsed, p) for p in pieces])
 
-    _set(document.pk, Status.INDEXING, PROGRESS[Status.INDEXING])
+    progress.step(Status.INDEXING)
     chunks = [
         Chunk(
             tenant_id=document.tenant_id,
@@ -123,18 +208,24 @@ def _run(document: Document) -> str:
     return _store(document, kb, chunks)
 
 
-def _embed(document_id: int, kb: KnowledgeBase, texts: list[str]) -> list[list[float]] | None:
+def _embedded_text(parsed: ParsedDocument, piece: TextChunk) -> str:
+    """What is embedded for a chunk: its text, preceded by its question for Q&A pairs (the
+    heading path of a pair is its question)."""
+    if parsed.metadata.get("qa_pairs"):
+        return "\n".join([*piece.heading_path, piece.content])
+    return piece.content
+
+
+def _embed(progress: _Progress, kb: KnowledgeBase, texts: list[str]) -> list[list[float]] | None:
     config = config_for_knowledge_base(kb)
     embedder = get_embedder(config)
     if embedder is None:
         return None
     vectors: list[list[float]] = []
-    span = PROGRESS[Status.INDEXING] - PROGRESS[Status.EMBEDDING]
     batch = max(1, config.batch_size)  # progress moves once per provider request
     for start in range(0, len(texts), batch):
         vectors.extend(embedder.embed_documents(texts[start : start + batch]))
-        done = min(len(texts), start + batch) / len(texts)
-        _set(document_id, Status.EMBEDDING, PROGRESS[Status.EMBEDDING] + int(span * done))
+        progress.step(Status.EMBEDDING, min(len(texts), start + batch) / len(texts))
     if kb.embedding_dimensions and any(len(v) != kb.embedding_dimensions for v in vectors):
         raise EmbeddingError(
             f"the embedder returned vectors of another dimension than the knowledge base's "
@@ -166,9 +257,12 @@ def _store(document: Document, kb: KnowledgeBase, chunks: list[Chunk]) -> str:
                 pk=current.replaces_id, knowledge_base_id=kb.pk, tenant_id=current.tenant_id
             ).first()
             if replaced is not None:
-                storage, stored_name = replaced.file.storage, replaced.file.name
+                # Attachments this message has too (linked, not stored twice) stay, with it.
+                kept = [a.get("document_id") for a in _attachments(document)]
+                Document.objects.filter(parent=replaced, pk__in=kept).update(parent=current)
+                names = stored_files(replaced.pk)
                 replaced.delete()
-                transaction.on_commit(lambda: storage.delete(stored_name))
+                delete_files_on_commit(names)
         current.status = Status.READY
         current.progress = 100
         current.error = ""
@@ -177,6 +271,12 @@ def _store(document: Document, kb: KnowledgeBase, chunks: list[Chunk]) -> str:
         current.processed_at = timezone.now()
         current.replaces = None
         current.title = document.title
+        if "email" in document.metadata:
+            current.metadata = document.metadata
         current.save()
         bump_index_version(locked_kb)
     return Status.READY
+
+
+def _attachments(document: Document) -> list[dict]:
+    return document.metadata.get("email", {}).get("attachments", [])

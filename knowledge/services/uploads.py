@@ -49,9 +49,11 @@ def upload_documents(
     files: Sequence[Upload],
     replace: bool = False,
     metadata: dict | None = None,
+    options: dict | None = None,
 ) -> list[UploadOutcome]:
     """Create a pending document per file (queued for processing on commit), in order. The
-    same bytes twice in one upload are a duplicate the second time."""
+    same bytes twice in one upload are a duplicate the second time. ``options`` (how the files
+    are read: ``ParseOptions`` fields) apply to every file."""
     outcomes = []
     for upload in files:
         try:
@@ -67,6 +69,7 @@ def upload_documents(
                 name=upload.name,
                 stream=upload,
                 metadata=metadata,
+                options=options,
                 replace=replace,
             )
         except (DuplicateDocument, ParseError) as exc:

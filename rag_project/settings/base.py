@@ -160,8 +160,20 @@ EMBEDDING_MAX_RETRIES = env.int("EMBEDDING_MAX_RETRIES", default=4)
 # --------------------------------------------------------------------------- ingestion
 RAG_MAX_UPLOAD_BYTES = env.int("RAG_MAX_UPLOAD_BYTES", default=50 * 1024 * 1024)
 RAG_MAX_TEXT_CHARS = env.int("RAG_MAX_TEXT_CHARS", default=20_000_000)
-RAG_MAX_DOCX_UNCOMPRESSED_BYTES = env.int(
-    "RAG_MAX_DOCX_UNCOMPRESSED_BYTES", default=200 * 1024 * 1024
+# Zip-bomb guard of every ZIP-based upload (.docx, .xlsx, .pptx, .epub): the most it may unpack
+# to. RAG_MAX_DOCX_UNCOMPRESSED_BYTES, its name when only .docx had it, is read when it is unset.
+RAG_MAX_UNZIPPED_BYTES = env.int(
+    "RAG_MAX_UNZIPPED_BYTES",
+    default=env.int("RAG_MAX_DOCX_UNCOMPRESSED_BYTES", default=200 * 1024 * 1024),
+)
+# Scanned PDF pages and images are read by OCR in the worker, a few seconds a page on a CPU:
+# documents with more such pages are refused (they would outlast CELERY_TASK_SOFT_TIME_LIMIT).
+RAG_MAX_OCR_PAGES = env.int("RAG_MAX_OCR_PAGES", default=100)
+# The OCR engine factory (dotted path of a callable returning a
+# knowledge.ingestion.parsing.OcrEngine); when it cannot be imported, documents that need OCR
+# fail with a reason saying how to install it.
+RAG_OCR_ENGINE = env.str(
+    "RAG_OCR_ENGINE", default="knowledge.ingestion.parsers.ocr.rapidocr_engine"
 )
 # A document in a non-final state whose row has not moved for this long is re-queued by the
 # reaper (Celery beat), and failed after RAG_MAX_PROCESSING_ATTEMPTS.

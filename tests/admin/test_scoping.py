@@ -84,7 +84,9 @@ def test_lists_show_only_the_users_tenants(client, world, model, eager_tasks):
     assert BM25Index.objects.count() == 2
     create_api_key(tenant=world.tenant_a, name="Acme reader")
     create_api_key(tenant=world.tenant_b, name="Bolt reader")
-    app = {"bm25index": "retrieval", "tenant": "tenancy", "apikey": "tenancy"}.get(model, "knowledge")
+    app = {"bm25index": "retrieval", "tenant": "tenancy", "apikey": "tenancy"}.get(
+        model, "knowledge"
+    )
     url = reverse(f"admin:{app}_{model}_changelist")
     client.force_login(world.owner_b)
     page = client.get(url).content.decode()

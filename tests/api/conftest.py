@@ -1,21 +1,21 @@
-"""API tests: real PostgreSQL and Redis, real API keys, requests through DRF's test client."""
+"""API tests: real PostgreSQL and Redis, real API keys, requests through DRF's test client.
+
+The API helpers and the ``make_key`` and ``member`` fixtures live in tests/conftest.py (the
+tenancy and reliability tests use them too); the helpers are imported here as well, where the
+API tests have always imported them from.
+"""
 
 from __future__ import annotations
 
 import io
-import itertools
 
 import pytest
 from rest_framework.test import APIClient
 
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.services.knowledge_bases import create_knowledge_base
-from tenancy.models import Membership
-from tenancy.services import create_api_key
-from tests.factories import MembershipFactory, UserFactory, add_document
-
-API = "/api/v1"
-_names = itertools.count()
+from tests.conftest import API, bearer, error_of, signed_in  # noqa: F401
+from tests.factories import add_document
 
 MANUALS = {
     "pumps.md": "# Pump handbook\n\nThe P-100 centrifugal pump moves cooling water. "
@@ -24,29 +24,6 @@ MANUALS = {
     "minute and alarms above 85 degrees.",
     "传感器.md": "# 温度传感器\n\n温度传感器每六个月校准一次。校准时使用标准温度计。",
 }
-
-
-def bearer(raw_key: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
-    return client
-
-
-def signed_in(user, tenant_slug: str | None = None) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user=user)
-    if tenant_slug:
-        client.credentials(HTTP_X_TENANT=tenant_slug)
-    return client
-
-
-def error_of(response) -> dict:
-    """The error body, checked to have the one error shape."""
-    body = response.json()
-    assert set(body) == {"error"}, body
-    assert set(body["error"]) == {"code", "message", "details"}, body
-    assert isinstance(body["error"]["details"], dict)
-    return body["error"]
 
 
 def make_kb(tenant, name: str = "Manuals", documents: dict[str, str] | None = None, **settings):
@@ -61,22 +38,6 @@ def make_kb(tenant, name: str = "Manuals", documents: dict[str, str] | None = No
 
 
 @pytest.fixture
-def make_key():
-    """``make_key(tenant, scopes=("read", "write"), kbs=())`` -> the raw key."""
-
-    def make(tenant, scopes=("read", "write"), kbs=(), name=None) -> str:
-        _, raw = create_api_key(
-            tenant=tenant,
-            name=name or f"key {next(_names)}",
-            scopes=scopes,
-            knowledge_bases=kbs,
-        )
-        return raw
-
-    return make
-
-
-@pytest.fixture
 def client(tenant, make_key) -> APIClient:
     """A read+write API key of ``tenant``."""
     return bearer(make_key(tenant))
@@ -86,16 +47,6 @@ def client(tenant, make_key) -> APIClient:
 def kb(tenant):
     """A hash-embedding knowledge base of ``tenant`` with three processed manuals."""
     return make_kb(tenant, documents=MANUALS)
-
-
-@pytest.fixture
-def member():
-    """``member(tenant, role)`` -> a user with that role in the tenant."""
-
-    def make(tenant, role=Membership.Role.OWNER):
-        return MembershipFactory(tenant=tenant, role=role, user=UserFactory()).user
-
-    return make
 
 
 def named_file(name: str, data: bytes | str) -> io.BytesIO:

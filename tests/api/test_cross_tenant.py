@@ -119,3 +119,23 @@ def test_the_list_endpoints_show_only_the_callers_tenant(tenant, victim, attacke
     assert [kb["name"] for kb in body["results"]] == ["Theirs"]
     keys = attacker["owner"].get(f"{API}/api-keys").json()["results"]
     assert victim["key"] not in {key["id"] for key in keys}
+
+
+def test_a_key_cannot_be_restricted_to_another_tenants_knowledge_base(victim, attacker):
+    """Creating a key is a write that names the victim's knowledge base in its body: refused
+    like an id that does not exist, and no key is made."""
+    keys = ApiKey.objects.count()
+
+    def create(kb_id):
+        body = {"name": f"sneaky {kb_id}", "knowledge_base_ids": [kb_id]}
+        return attacker["owner"].post(f"{API}/api-keys", body, format="json")
+
+    refused, missing = create(victim["kb"]), create(MISSING)
+
+    assert refused.status_code == missing.status_code == 400
+    fields = error_of(refused)["details"]["fields"]
+    assert fields == {"knowledge_base_ids": [f"Knowledge base {victim['kb']} not found."]}
+    assert error_of(missing)["details"]["fields"] == {
+        "knowledge_base_ids": [f"Knowledge base {MISSING} not found."]
+    }
+    assert ApiKey.objects.count() == keys

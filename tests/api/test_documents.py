@@ -13,7 +13,7 @@ from knowledge.api.uploads import BoundedTemporaryFileUploadHandler
 from knowledge.models import Chunk, Document
 from knowledge.services.processing import process_document
 from tests.api.conftest import API, error_of, make_kb, named_file, upload
-from tests.builders import build_pdf
+from tests.builders import build_eml, build_pdf
 
 pytestmark = pytest.mark.django_db
 
@@ -262,3 +262,50 @@ def test_uploads_are_multipart_only(client, empty_kb):
     )
     assert response.status_code == 415
     assert error_of(response)["code"] == "unsupported_media_type"
+
+
+def test_qa_options_at_upload_are_kept_on_the_document_and_used(client, empty_kb):
+    faq = "Kunde fragt,Wir antworten\nWo ist das Handbuch?,Im Intranet unter Dokumente.\n"
+    response = upload(
+        client,
+        empty_kb.pk,
+        named_file("faq.csv", faq),
+        qa_question_column="Kunde fragt",
+        qa_answer_column="Wir antworten",
+    )
+    assert response.status_code == 202, response.content
+    (document,) = response.json()["documents"]
+    assert document["options"] == {
+        "qa_question_column": "Kunde fragt",
+        "qa_answer_column": "Wir antworten",
+    }
+    assert document["parent_id"] is None
+    assert process_document(document["id"]) == Document.Status.READY
+    (chunk,) = client.get(f"{API}/documents/{document['id']}/chunks").json()["results"]
+    assert chunk["heading_path"] == ["Wo ist das Handbuch?"]
+    assert chunk["content"] == "Im Intranet unter Dokumente."
+
+
+def test_qa_pairs_off_with_named_columns_is_a_contradiction(client, empty_kb):
+    response = upload(
+        client,
+        empty_kb.pk,
+        named_file("faq.csv", "q,a\nx,y\n"),
+        qa_pairs="false",
+        qa_question_column="q",
+    )
+    assert response.status_code == 400
+    assert "qa_pairs" in error_of(response)["details"]["fields"]
+    assert not Document.objects.filter(knowledge_base=empty_kb).exists()
+
+
+def test_an_email_attachment_lists_its_message_as_parent(client, empty_kb):
+    message = build_eml(attachments=[("a.pdf", build_pdf([["Attached."]]), "application/pdf")])
+    (document,) = upload(client, empty_kb.pk, named_file("m.eml", message)).json()["documents"]
+    assert process_document(document["id"]) == Document.Status.READY
+    shown = client.get(f"{API}/documents/{document['id']}").json()
+    (attachment,) = shown["metadata"]["email"]["attachments"]
+    child = client.get(f"{API}/documents/{attachment['document_id']}").json()
+    assert child["parent_id"] == document["id"] and child["original_filename"] == "a.pdf"
+    assert client.delete(f"{API}/documents/{document['id']}").status_code == 204
+    assert client.get(f"{API}/documents/{attachment['document_id']}").status_code == 404

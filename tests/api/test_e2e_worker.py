@@ -1,12 +1,11 @@
 """The whole path a program takes, with a real Celery worker: upload over the API, answered 202,
 poll until ready, then search and get context."""
 
-import time
-
 import pytest
 
 from tests.api.conftest import API, make_kb, named_file, upload
 from tests.builders import build_pdf
+from tests.conftest import wait_until
 
 CHINESE = "温度传感器每六个月校准一次。校准时使用标准温度计，并记录偏差。"
 
@@ -25,13 +24,11 @@ def test_upload_poll_until_ready_then_search(celery_worker_process, tenant, clie
     assert response.status_code == 202
     ids = [d["id"] for d in response.json()["documents"]]
 
-    deadline = time.monotonic() + 90
-    while True:
+    def finished() -> list[dict] | None:
         documents = [client.get(f"{API}/documents/{pk}").json() for pk in ids]
-        if all(d["status"] in ("ready", "failed") for d in documents):
-            break
-        assert time.monotonic() < deadline, documents
-        time.sleep(0.3)
+        return documents if all(d["status"] in ("ready", "failed") for d in documents) else None
+
+    documents = wait_until(finished, "the worker to process both uploads", interval=0.3)
     assert [d["status"] for d in documents] == ["ready", "ready"], documents
     assert [d["progress"] for d in documents] == [100, 100]
 

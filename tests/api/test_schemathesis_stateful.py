@@ -12,6 +12,7 @@ from hypothesis import settings as hypothesis_settings
 from tenancy.services import create_api_key
 from tests.api.conftest import MANUALS, make_kb
 from tests.api.test_schemathesis import CHECKS
+from tests.conftest import CEILING_S
 from tests.factories import TenantFactory
 
 SCENARIOS = 25
@@ -36,7 +37,7 @@ def test_linked_call_sequences_never_fail(live_server, settings):
     class Machine(base):
         def get_call_kwargs(self, case):
             calls.append(f"{case.operation.method.upper()} {case.operation.path}")
-            return {"base_url": live_server.url, "headers": headers, "timeout": 30}
+            return {"base_url": live_server.url, "headers": headers, "timeout": CEILING_S}
 
         def validate_response(self, response, case, additional_checks=None, **kwargs):
             case.validate_response(response, checks=CHECKS, headers=headers)

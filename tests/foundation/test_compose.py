@@ -6,7 +6,7 @@ import sys
 
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import CEILING_S, REPO
 
 
 def load() -> dict:
@@ -25,7 +25,7 @@ def test_compose_file_validates_against_the_compose_spec_schema():
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=CEILING_S,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

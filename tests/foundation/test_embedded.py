@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from rag_project import embedded
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import CEILING_S, REPO, subprocess_env
 
 PROBE = """
 import json, sys
@@ -65,7 +65,7 @@ def test_two_processes_started_at_once_share_one_postgres_and_one_redis(fresh_ro
     ]
     results = []
     for proc in procs:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=CEILING_S)
         assert proc.returncode == 0, err
         results.append(json.loads(out.strip().splitlines()[-1]))
 

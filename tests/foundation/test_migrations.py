@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import CEILING_S, REPO, subprocess_env
 
 
 def admin_connect():
@@ -32,7 +32,7 @@ def test_migrations_apply_on_an_empty_database():
             env=env,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=CEILING_S,
         )
         assert result.returncode == 0, result.stderr
         params = connection.get_connection_params()
@@ -73,6 +73,6 @@ def test_models_and_migrations_agree():
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=CEILING_S,
     )
     assert result.returncode == 0, result.stdout + result.stderr

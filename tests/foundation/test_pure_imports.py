@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import CEILING_S, REPO, subprocess_env
 
 PURE_MODULES = [
     "rag_project.embedded",
@@ -27,7 +27,12 @@ def test_pure_module_imports_without_django_settings(module):
     env = subprocess_env()
     env.pop("DJANGO_SETTINGS_MODULE", None)
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CEILING_S,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import CEILING_S, REPO, subprocess_env
 
 SETUP = "import django; django.setup(); from django.conf import settings; print(settings.DEBUG)"
 
@@ -19,7 +19,7 @@ def run_with(**env: str) -> subprocess.CompletedProcess:
         env=environment,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=CEILING_S,
     )
 
 

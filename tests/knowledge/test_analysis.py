@@ -23,6 +23,7 @@ from knowledge.analysis import (
     get_analyzer,
     normalize,
 )
+from tests.conftest import CEILING_S
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -293,7 +294,7 @@ def test_jieba_loads_without_printing_to_stderr():
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=CEILING_S,
     )
     assert result.returncode == 0, result.stderr
     assert "研究" in result.stdout

@@ -236,7 +236,7 @@ def test_defaults_are_800_characters_with_120_of_overlap():
     assert ChunkingConfig() == ChunkingConfig(chunk_size=800, chunk_overlap=120)
 
 
-def test_a_megabyte_of_mixed_text_is_chunked_well_under_a_second():
+def test_a_megabyte_of_mixed_text_is_chunked_in_linear_time():
     rng = random.Random(0)
     parts, length = [], 0
     while length < 1_000_000:
@@ -249,5 +249,7 @@ def test_a_megabyte_of_mixed_text_is_chunked_well_under_a_second():
     chunks = chunk_document(doc, ChunkingConfig())
     elapsed = time.perf_counter() - started
 
-    assert elapsed < 1.0, f"chunking 1 MB took {elapsed:.2f} s"
+    # A guard against super-linear work (a quadratic chunker needs hours for 1 MB), not a speed
+    # claim: about 0.2 s on an idle machine, so a loaded one stays far below this ceiling.
+    assert elapsed < 30, f"chunking 1 MB took {elapsed:.2f} s"
     assert_chunk_invariants(doc, chunks, ChunkingConfig())

@@ -6,9 +6,10 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from knowledge.ingestion.parsing import ACCEPTED_EXTENSIONS
 from knowledge.models import Chunk, Document, KnowledgeBase
 from tenancy.models import Tenant
-from tests.builders import build_docx, build_pdf
+from tests.builders import build_docx, build_eml, build_epub, build_pdf, build_pptx, build_xlsx
 
 pytestmark = pytest.mark.django_db
 
@@ -29,6 +30,13 @@ def folder(tmp_path):
         "corrupt.pdf": b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 2 0 R",
         "empty.txt": b"",
         "program.bin": b"\x7fELF\x02\x01\x01" + bytes(500),
+        "prices.xlsx": build_xlsx(),
+        "training.pptx": build_pptx(),
+        "handbook.epub": build_epub(),
+        "mail.eml": build_eml(
+            attachments=[("inspection.pdf", build_pdf([["Gland inspection."]]), "application/pdf")]
+        ),
+        "legacy.xls": b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500),
     }
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
@@ -56,14 +64,21 @@ def test_a_folder_of_every_format_good_and_bad(folder):
         "report.docx",
         "table.csv",
         "chinese-gbk.txt",
+        "prices.xlsx",
+        "training.pptx",
+        "handbook.epub",
+        "mail.eml",
+        "inspection.pdf",  # the message's attachment, processed with it
     }
+    assert any(item["file"].endswith("mail.eml/inspection.pdf") for item in summary["ready"])
     failed = {item["file"].rsplit("/", 1)[-1]: item["reason"] for item in summary["failed"]}
     assert set(failed) == {"corrupt.pdf", "empty.txt"}
     assert "damaged" in failed["corrupt.pdf"].lower()
     assert "empty" in failed["empty.txt"].lower()
     refused = {item["file"].rsplit("/", 1)[-1]: item["reason"] for item in summary["refused"]}
-    assert set(refused) == {"program.bin"}
-    assert ".txt, .md, .html, .pdf, .docx, .csv" in refused["program.bin"]
+    assert set(refused) == {"program.bin", "legacy.xls"}
+    assert ACCEPTED_EXTENSIONS in refused["program.bin"]
+    assert "save it as .xlsx" in refused["legacy.xls"]
     assert summary["duplicates"] == []
     assert summary["processed_in_process"] is True
 
@@ -91,7 +106,7 @@ def test_ingesting_again_reports_duplicates_and_changes_nothing(folder):
         KnowledgeBase.objects.get(pk=kb.pk).index_version,
     )
     summary = ingest("--tenant", "Acme", "--kb", "Manuals", "--sync", str(folder))
-    assert len(summary["duplicates"]) == 9  # every accepted file, the failed ones included
+    assert len(summary["duplicates"]) == 13  # every accepted file, the failed ones included
     assert all("already in the knowledge base" in d["reason"] for d in summary["duplicates"])
     assert summary["ready"] == [] and summary["failed"] == []
     after = (

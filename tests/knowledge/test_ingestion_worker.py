@@ -3,7 +3,6 @@ worker killed in the middle of a document leaves no partial chunks; the reaper a
 finish the job."""
 
 import io
-import time
 
 import pytest
 from django.test import override_settings
@@ -13,20 +12,11 @@ from knowledge.models import Chunk, Document
 from knowledge.services import documents as services
 from knowledge.services import upkeep
 from knowledge.services.knowledge_bases import create_knowledge_base
+from tests.conftest import wait_until
 from tests.factories import TenantFactory
 from tests.fake_services import FakeEmbeddingsServer, Scripted
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
-
-
-def wait_for(predicate, timeout: float = 60.0, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout:g} s")
 
 
 def status_of(document) -> tuple[str, int]:
@@ -51,7 +41,7 @@ def test_uploads_are_processed_by_the_worker_without_anyone_asking(celery_worker
         ),
     ]
     for document in docs:
-        wait_for(lambda d=document: status_of(d)[0] in ("ready", "failed"))
+        wait_until(lambda d=document: status_of(d)[0] in ("ready", "failed"), "processing")
         assert status_of(document) == ("ready", 100)
         assert Chunk.objects.filter(document=document).count() >= 1
 
@@ -76,8 +66,11 @@ def test_worker_killed_mid_document_leaves_no_partial_chunks_and_the_document_re
                     provider="openai", model="m", dimensions=8, base_url=server.base_url
                 ),
             )
-            # Every embedding request takes 0.3 s: the document needs several seconds.
-            server.script = [Scripted(delay_s=0.3) for _ in range(200)]
+            # One chunk per embedding request; the provider answers eight, then holds the
+            # ninth: the worker is in the middle of the document, for as long as the test needs
+            # (rather than a provider slow enough that the test could catch it in time).
+            answered = 8
+            server.script = [Scripted() for _ in range(answered)] + [Scripted(held=True)]
             first = worker_factory(**worker_env).start()
             document = services.create_document(
                 tenant=tenant,
@@ -85,17 +78,19 @@ def test_worker_killed_mid_document_leaves_no_partial_chunks_and_the_document_re
                 name="valves.md",
                 stream=io.BytesIO(paragraphs.encode()),
             )
-            wait_for(lambda: status_of(document)[0] == "embedding" and status_of(document)[1] > 30)
+            server.wait_for_requests(answered + 1)
+            status, progress = status_of(document)
+            assert status == "embedding" and progress > 30, (status, progress)
             first.kill()
 
             assert Chunk.objects.filter(document=document).count() == 0
             assert status_of(document)[0] == "embedding"  # stuck, as a dead worker leaves it
 
-            server.script = []  # the provider is fast again
+            server.script = []  # the provider answers again
             settings.RAG_STUCK_AFTER_S = 0
             assert upkeep.reap_stuck_documents() == {"requeued": 1, "failed": 0}
             worker_factory(**worker_env).start()
-            wait_for(lambda: status_of(document)[0] in ("ready", "failed"), timeout=90)
+            wait_until(lambda: status_of(document)[0] in ("ready", "failed"), "reprocessing")
 
     document.refresh_from_db()
     assert (document.status, document.progress) == ("ready", 100), document.error

@@ -13,6 +13,7 @@ from pypdf import PdfReader, PdfWriter
 from knowledge.ingestion.parsing import (
     FileTooLarge,
     FileType,
+    Ocr,
     ParsedDocument,
     ParseError,
     ParseLimits,
@@ -22,7 +23,9 @@ from knowledge.ingestion.parsing import (
 )
 from tests.builders import build_docx, build_pdf, rewrite_zip
 
-ACCEPTED = ".txt, .md, .html, .pdf, .docx, .csv"
+ACCEPTED = (
+    ".txt, .md, .html, .pdf, .docx, .xlsx, .pptx, .csv, .eml, .epub, .png, .jpg, .webp, .tiff"
+)
 
 CHINESE = (
     "检索增强生成把文档切分成小块，再用向量和关键词一起检索。\n\n"
@@ -100,10 +103,12 @@ def test_truncated_pdf_is_reported_as_damaged(keep):
         parse_document("cut.pdf", data[: int(len(data) * keep)])
 
 
-def test_pdf_without_text_layer_says_ocr_is_not_supported():
-    data = build_pdf([[], []])
-    with pytest.raises(ParseError, match=r"No text could be extracted.*OCR is not supported"):
-        parse_document("scan.pdf", data)
+def test_pdf_of_blank_pages_has_no_text_and_needs_no_ocr():
+    def no_engine():
+        raise AssertionError("blank pages are not worth recognising")
+
+    with pytest.raises(ParseError, match=r"No text could be extracted.*nor recognised"):
+        parse_document("scan.pdf", build_pdf([[], []]), ocr=Ocr(engine=no_engine))
 
 
 def inflating_stream(size: int) -> bytes:
@@ -132,10 +137,8 @@ def test_pdf_whose_every_page_is_unreadable_is_damaged():
 def test_pdf_over_the_page_limit_is_refused():
     data = build_pdf([["one"], ["two"], ["three"]])
     with pytest.raises(ParseError, match="3 pages, more than the limit of 2"):
-        parse_document("long.pdf", data, ParseLimits(max_pdf_pages=2))
-    assert (
-        parse_document("long.pdf", data, ParseLimits(max_pdf_pages=3)).metadata["page_count"] == 3
-    )
+        parse_document("long.pdf", data, ParseLimits(max_pages=2))
+    assert parse_document("long.pdf", data, ParseLimits(max_pages=3)).metadata["page_count"] == 3
 
 
 # --- DOCX ------------------------------------------------------------------------------------
@@ -189,7 +192,7 @@ def test_docx_with_an_absurdly_compressed_part_is_refused():
 def test_docx_unpacked_size_limit_is_configurable():
     data = build_docx()
     with pytest.raises(ParseError, match="more than the limit of 10000"):
-        parse_document("r.docx", data, ParseLimits(max_docx_uncompressed_bytes=10_000))
+        parse_document("r.docx", data, ParseLimits(max_unzipped_bytes=10_000))
 
 
 def test_zip_without_word_document_is_not_a_word_document():
@@ -432,7 +435,7 @@ def test_csv_with_only_a_header_is_refused():
     [
         ("notes.txt", random.Random(1).randbytes(4096), "binary"),
         ("nul-free.txt", random.Random(2).randbytes(4096).replace(b"\x00", b"\x01"), "binary"),
-        ("image.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00" + bytes(64), "binary"),
+        ("anim.gif", b"GIF89a\x01\x00\x01\x00" + bytes(64), "is a GIF image"),
         ("tool.exe", b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + bytes(64), "binary"),
         ("program", b"\x7fELF\x02\x01\x01\x00" + bytes(64), "binary"),
         ("script.exe", b"echo hello\n", "files of type .exe are not supported"),
@@ -461,6 +464,7 @@ def test_unsupported_content_is_refused_with_the_accepted_types(name, data, reas
         ("table.CSV", b"a,b\n1,2", FileType.CSV),
         ("pdf-notes.md", b"# Notes\nEvery PDF starts with %PDF-1.7.", FileType.MD),
         ("junk-first.pdf", b"\r\n\r\n" + build_pdf([["x"]]), FileType.PDF),
+        ("image.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00", FileType.IMAGE),
     ],
 )
 def test_detection_by_name_and_content(name, data, expected):

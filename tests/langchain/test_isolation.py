@@ -96,7 +96,10 @@ def test_the_remote_retriever_with_one_tenants_key_cannot_reach_anothers(
     ours, theirs = make_manuals(tenant), make_manuals(other_tenant)
     key = search_api.add_key(tenant)
     retriever = RemoteKnowledgeBaseRetriever(
-        base_url=search_api.url, api_key=key, knowledge_base_id=theirs.pk
+        base_url=search_api.url,
+        api_key=key,
+        knowledge_base_id=theirs.pk,
+        timeout=search_api.timeout,
     )
     with pytest.raises(RemoteNotFound) as foreign:
         retriever.invoke(QUERY)

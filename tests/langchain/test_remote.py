@@ -61,7 +61,10 @@ def test_remote_documents_are_the_local_ones(search_api, tenant):
     kb = make_manuals(tenant)
     local = KnowledgeBaseRetriever(tenant=tenant, knowledge_base_id=kb.pk).invoke(QUERY)
     documents = RemoteKnowledgeBaseRetriever(
-        base_url=search_api.url, api_key=search_api.add_key(tenant), knowledge_base_id=kb.pk
+        base_url=search_api.url,
+        api_key=search_api.add_key(tenant),
+        knowledge_base_id=kb.pk,
+        timeout=search_api.timeout,
     ).invoke(QUERY)
     assert [(d.id, d.page_content) for d in documents] == [(d.id, d.page_content) for d in local]
     for theirs, ours in zip(documents, local, strict=True):
@@ -170,10 +173,12 @@ def test_a_transient_failure_is_retried(scripted):
 
 
 def test_a_slow_api_times_out(scripted):
-    scripted.script = [Scripted(200, body=RESULTS, delay_s=1.0)]
+    scripted.script = [Scripted(200, body=RESULTS, held=True)]  # answered after the test
     with pytest.raises(ServiceUnavailable, match=r"did not answer within 0\.2 s"):
         remote(scripted, timeout=0.2).invoke(QUERY)
-    assert len(scripted.requests) == 1  # a search that may be running is not sent twice
+    # A search that may be running is not sent twice. (The server may record the request a
+    # moment after the client gave up on it: wait for it, then count.)
+    assert len(scripted.wait_for_requests(1)) == 1
 
 
 def test_an_unreachable_api_is_a_clear_error():
@@ -192,7 +197,7 @@ async def test_async_searches_and_errors(scripted):
     assert [d.id for d in await remote(scripted).ainvoke(QUERY)] == ["pump-1"]
     with pytest.raises(KnowledgeBaseNotFound, match="no such base"):
         await remote(scripted).ainvoke(QUERY)
-    scripted.script = [Scripted(200, body=RESULTS, delay_s=1.0)]
+    scripted.script = [Scripted(200, body=RESULTS, held=True)]
     with pytest.raises(ServiceUnavailable, match=r"within 0\.2 s"):
         await remote(scripted, timeout=0.2).ainvoke(QUERY)
 
@@ -200,7 +205,10 @@ async def test_async_searches_and_errors(scripted):
 def test_an_invalid_search_is_refused_by_the_real_search(search_api, tenant):
     kb = make_manuals(tenant)
     retriever = RemoteKnowledgeBaseRetriever(
-        base_url=search_api.url, api_key=search_api.add_key(tenant), knowledge_base_id=kb.pk
+        base_url=search_api.url,
+        api_key=search_api.add_key(tenant),
+        knowledge_base_id=kb.pk,
+        timeout=search_api.timeout,
     )
     with pytest.raises(InvalidSearch, match='mode: "semantic" is not a valid choice'):
         retriever.invoke(QUERY, mode="semantic")
@@ -215,6 +223,7 @@ def test_a_key_without_the_read_scope_or_over_its_rate_is_told_so(search_api, te
         base_url=search_api.url,
         api_key=search_api.add_key(tenant, scopes=("write",)),
         knowledge_base_id=kb.pk,
+        timeout=search_api.timeout,
     )
     with pytest.raises(PermissionDenied, match="HTTP 403"):
         writer.invoke(QUERY)

@@ -83,7 +83,11 @@ def test_the_tool_cites_plain_vector_search_results_by_their_metadata(tenant, em
 def test_the_tool_over_the_remote_retriever_answers_as_the_local_one(search_api, tenant):
     kb = make_manuals(tenant)
     retriever = RemoteKnowledgeBaseRetriever(
-        base_url=search_api.url, api_key=search_api.add_key(tenant), knowledge_base_id=kb.pk, k=3
+        base_url=search_api.url,
+        api_key=search_api.add_key(tenant),
+        knowledge_base_id=kb.pk,
+        k=3,
+        timeout=search_api.timeout,
     )
     assert create_search_tool(retriever).invoke({"query": QUERY}) == expected(tenant, kb.pk)
     unreachable = retriever.model_copy(update={"base_url": "http://127.0.0.1:9", "max_retries": 0})

@@ -2,4 +2,4 @@
 load suites (marked ``reliability``) only in ``make reliability``, which prints a table of
 what was checked (see ``tests/reliability/report.py``)."""
 
-from tests.api.conftest import client, make_key, member  # noqa: F401
+from tests.api.conftest import client  # noqa: F401  (make_key and member: tests/conftest.py)

@@ -1,14 +1,15 @@
-"""Bad input through the REST API: hostile file names, zip bombs disguised as .docx, files over
-the limit, unsupported types, malformed and encrypted PDFs, binary garbage named .txt, empty
-files, GBK text, 10 MB on one line; hostile queries on every search endpoint. Each is refused
-(with its status and reason in the one error shape) or fails its document with a reason; the
-process survives and other documents' chunks are untouched. Also: secrets never reach a log."""
+"""Bad input through the REST API: hostile file names, zip bombs disguised as .docx, .xlsx,
+.pptx and .epub, files over the limit, unsupported types, legacy Office files, malformed and
+encrypted PDFs and Office files, truncated workbooks, slides, books and images, binary garbage
+named .txt, empty files, GBK text, 10 MB on one line; hostile queries on every search endpoint.
+Each is refused (with its status and reason in the one error shape) or fails its document with a
+reason; the process survives and other documents' chunks are untouched. Also: secrets never
+reach a log."""
 
 from __future__ import annotations
 
 import io
 import logging
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,16 @@ from pypdf import PdfReader, PdfWriter
 from knowledge.models import Chunk, Document
 from knowledge.services.processing import process_document
 from tests.api.conftest import API, bearer, error_of, make_kb, named_file, signed_in, upload
-from tests.builders import build_docx, build_pdf
+from tests.builders import (
+    build_docx,
+    build_epub,
+    build_pdf,
+    build_pptx,
+    build_scan,
+    build_xlsx,
+    encrypted_office,
+    zip_bomb,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -56,16 +66,7 @@ def processed(document_id: int) -> Document:
 
 def zip_bomb_docx(bomb_bytes: int = 40 * 1024 * 1024) -> bytes:
     """A real Word document with one more part: ``bomb_bytes`` of zeros deflated to a few KB."""
-    data = io.BytesIO(build_docx())
-    out = io.BytesIO()
-    with zipfile.ZipFile(data) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bomb:
-        for item in source.infolist():
-            bomb.writestr(item, source.read(item.filename))
-        with bomb.open("word/media/padding.bin", "w", force_zip64=True) as part:
-            zeros = bytes(1024 * 1024)
-            for _ in range(bomb_bytes // len(zeros)):
-                part.write(zeros)
-    return out.getvalue()
+    return zip_bomb(build_docx(), "word/media/padding.bin", bomb_bytes)
 
 
 def encrypted_pdf() -> bytes:
@@ -114,7 +115,11 @@ def untouched(kb):
         ("fake.pdf", b"just words, no PDF header", 415, "unsupported_file_type", "PDF data"),
         ("fake.docx", b"PK\x03\x04" + bytes(200), 415, "unsupported_file_type", "Word"),
         ("legacy.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500), 415, "", "legacy"),
-        ("photo.png", b"\x89PNG\r\n\x1a\n" + bytes(200), 415, "unsupported_file_type", "binary"),
+        ("prices.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500), 415, "", "as .xlsx"),
+        ("deck.ppt", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500), 415, "", "as .pptx"),
+        ("anim.gif", b"GIF89a" + bytes(200), 415, "", "GIF image"),
+        ("fake.xlsx", b"name,price\npump,10\n", 415, "", "not contain an Excel workbook"),
+        ("notes.eml", b"no headers here\n", 415, "", "e-mail headers"),
         ("empty.txt", b"", 400, "unreadable_file", "empty"),
     ],
 )
@@ -195,6 +200,16 @@ def test_uploaded_files_are_not_reachable_by_url(client, kb):
         ("broken.docx", lambda: build_docx()[:2000], "damaged"),
         ("blank.pdf", lambda: build_pdf([b"<< /Length 0 >>\nstream\n\nendstream"]), "no text"),
         ("spaces.txt", lambda: b" \n\t \n" * 100, "no text"),
+        ("prices.xlsx", lambda: encrypted_office(build_xlsx()), "encrypted"),
+        ("deck.pptx", lambda: encrypted_office(build_pptx()), "encrypted"),
+        ("prices.xlsx", lambda: zip_bomb(build_xlsx()), "zip bomb"),
+        ("deck.pptx", lambda: zip_bomb(build_pptx()), "zip bomb"),
+        ("book.epub", lambda: zip_bomb(build_epub()), "zip bomb"),
+        ("cut.xlsx", lambda: build_xlsx()[:3000], "damaged"),
+        ("cut.pptx", lambda: build_pptx()[:5000], "damaged"),
+        ("cut.epub", lambda: build_epub()[:1000], "damaged"),
+        ("photo.png", lambda: b"\x89PNG\r\n\x1a\n" + bytes(200), "damaged"),
+        ("cut.png", lambda: build_scan()[:2000], "damaged"),
     ],
 )
 def test_files_that_cannot_be_read_fail_with_a_reason_and_leave_the_rest_alone(
@@ -213,7 +228,7 @@ def test_files_that_cannot_be_read_fail_with_a_reason_and_leave_the_rest_alone(
 
 
 def test_a_docx_unpacking_over_the_total_limit_fails_as_a_zip_bomb(client, kb, untouched, settings):
-    settings.RAG_MAX_DOCX_UNCOMPRESSED_BYTES = 1024 * 1024
+    settings.RAG_MAX_UNZIPPED_BYTES = 1024 * 1024
     document = accepted_one(upload(client, kb.pk, named_file("big.docx", zip_bomb_docx(2 << 20))))
     failed = processed(document["id"])
     assert failed.status == Status.FAILED and "zip bomb" in failed.error

@@ -8,7 +8,6 @@ import logging
 import select
 import subprocess
 import sys
-import time
 
 import pytest
 from django.db import connection
@@ -18,7 +17,7 @@ from knowledge.services import documents as document_services
 from retrieval import changes
 from retrieval.bm25store import BM25Store, Tier
 from retrieval.models import BM25Index as BM25IndexRow
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import CEILING_S, REPO, subprocess_env, wait_until
 from tests.retrieval.test_bm25_store import (
     MANUAL,
     NOTES,
@@ -28,18 +27,6 @@ from tests.retrieval.test_bm25_store import (
     make_kb,
     version_of,
 )
-
-WAIT_S = 60
-
-
-def wait_for(condition, what: str, timeout: float = WAIT_S):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
 def l3_version(kb: KnowledgeBase) -> int | None:
@@ -70,23 +57,23 @@ def test_the_worker_invalidates_and_warms_so_the_next_search_does_not_build(
     celery_worker_process, store
 ):
     kb = make_kb()
-    wait_for(lambda: l3_version(kb) == version_of(kb), "the worker to warm the first version")
+    wait_until(lambda: l3_version(kb) == version_of(kb), "the worker to warm the first version")
 
     uploaded = document_services.create_document(
         tenant=kb.tenant, knowledge_base=kb, name="manual.md", stream=_stream(MANUAL)
     )
-    wait_for(
+    wait_until(
         lambda: Document.objects.get(pk=uploaded.pk).status == Document.Status.READY,
         "the worker to process the upload",
     )
-    wait_for(lambda: l3_version(kb) == version_of(kb), "the worker to warm the new version")
+    wait_until(lambda: l3_version(kb) == version_of(kb), "the worker to warm the new version")
     after_upload = store.get(kb)
     assert after_upload.tier in (Tier.L2, Tier.L3) and store.build_count == 0
     assert after_upload.version == version_of(kb)
     assert hits(after_upload, "zebrafish") == chunk_ids(kb, uploaded)
 
     document_services.delete_document(tenant=kb.tenant, document=uploaded)
-    wait_for(lambda: l3_version(kb) == version_of(kb), "the worker to warm after the delete")
+    wait_until(lambda: l3_version(kb) == version_of(kb), "the worker to warm after the delete")
     after_delete = store.get(kb)
     assert after_delete.version == version_of(kb) > after_upload.version
     assert after_delete.tier in (Tier.L2, Tier.L3) and store.build_count == 0
@@ -142,7 +129,7 @@ class OtherProcess:
         return json.loads(self._line())
 
     def _line(self) -> str:
-        ready, _, _ = select.select([self.proc.stdout], [], [], WAIT_S)
+        ready, _, _ = select.select([self.proc.stdout], [], [], CEILING_S)
         if not ready:
             raise AssertionError("the other process did not answer")
         line = self.proc.stdout.readline()

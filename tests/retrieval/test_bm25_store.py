@@ -27,7 +27,7 @@ from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, availability, 
 from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.payload import Identity, SignedPayload, seal, sign
 from retrieval.models import BM25Index as BM25IndexRow
-from tests.conftest import at_once
+from tests.conftest import CEILING_S, at_once
 from tests.factories import TenantFactory, add_document
 
 MANUAL = b"# Pump manual\n\nThe zebrafish pump circulates coolant through the heat exchanger.\n"
@@ -102,7 +102,11 @@ def version_of(kb: KnowledgeBase) -> int:
 
 @pytest.fixture
 def store():
-    store = BM25Store()
+    # Waiting for another builder gives up after BM25_BUILD_WAIT_S (30 s) and builds too; a
+    # loaded machine can stretch a build that far, and "built once" would fail. The tests that
+    # wait want to see the wait end because the build ended: give it the ceiling. (The one
+    # that wants the give-up makes its own impatient store.)
+    store = BM25Store(BM25StoreConfig.from_settings(build_wait_s=CEILING_S))
     created: list[int] = []
     store.created = created
     yield store
@@ -392,7 +396,9 @@ def holder(store, bare_kb):
         lock.release()
 
 
-def test_a_cold_get_waits_for_another_process_build_instead_of_building(store, bare_kb, holder):
+def test_a_cold_get_waits_for_another_process_build_instead_of_building(
+    store, bare_kb, holder, monkeypatch
+):
     kb = bare_kb
     corpus = [["alpha", "beta"], ["beta", "gamma"], ["delta"]]
     add_ready_chunks(kb, corpus)
@@ -400,17 +406,30 @@ def test_a_cold_get_waits_for_another_process_build_instead_of_building(store, b
     ids = Chunk.objects.filter(knowledge_base=kb).order_by("position").values_list("id", flat=True)
     built = BM25Index.build(list(ids), corpus)
 
+    # The other builder finishes once our get is waiting: when the get, refused the lock,
+    # first polls L2 for the other's result. (Finishing after a fixed delay instead raced the
+    # get on a loaded machine: finished before the get began, there was nothing to wait for.)
+    waiting = threading.Event()
+    stored_version = store.l2.version
+
+    def polled_version(of):
+        waiting.set()
+        return stored_version(of)
+
+    monkeypatch.setattr(store.l2, "version", polled_version)
+
     def other_process_finishes() -> None:  # (in L2: this test's rows are not committed)
-        store.l2.put(identity, seal(identity, version, built))
+        if waiting.wait(CEILING_S):
+            store.l2.put(identity, seal(identity, version, built))
         holder.release()
 
-    # The other builder finishes a moment after our get starts waiting.
-    timer = threading.Timer(0.3, other_process_finishes)
-    timer.start()
+    finisher = threading.Thread(target=other_process_finishes)
+    finisher.start()
     try:
         handle = store.get(kb)
     finally:
-        timer.join()
+        waiting.set()  # a get that did not wait must not leave the finisher waiting
+        finisher.join()
     assert handle.waited_for_build and not handle.wait_timed_out
     assert handle.tier == Tier.L2 and handle.version == version
     assert store.build_count == 0

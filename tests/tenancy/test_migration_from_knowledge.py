@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import CEILING_S, REPO, subprocess_env
 
 # The leaves of the migration graph just before the move (what the previous release deployed).
 OLD_LEAVES = [
@@ -38,7 +38,12 @@ def _run(database: str, *args: str) -> subprocess.CompletedProcess:
         DJANGO_SETTINGS_MODULE="rag_project.settings.test", RAG_TEST_DB_NAME=database
     )
     result = subprocess.run(
-        [sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CEILING_S,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return result

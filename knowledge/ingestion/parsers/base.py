@@ -19,7 +19,9 @@ from typing import Any
 
 from tenancy.errors import DomainError, ErrorKind
 
-ACCEPTED_EXTENSIONS = ".txt, .md, .html, .pdf, .docx, .csv"
+ACCEPTED_EXTENSIONS = (
+    ".txt, .md, .html, .pdf, .docx, .xlsx, .pptx, .csv, .eml, .epub, .png, .jpg, .webp, .tiff"
+)
 
 
 class FileType(StrEnum):
@@ -28,7 +30,12 @@ class FileType(StrEnum):
     HTML = "html"
     PDF = "pdf"
     DOCX = "docx"
+    XLSX = "xlsx"
+    PPTX = "pptx"
     CSV = "csv"
+    EML = "eml"
+    EPUB = "epub"
+    IMAGE = "image"  # .png, .jpg, .webp, .tiff: its text is recognised (OCR)
 
 
 @dataclass(frozen=True)
@@ -37,8 +44,34 @@ class ParseLimits:
 
     max_file_bytes: int = 50 * 1024 * 1024
     max_text_chars: int = 20_000_000
-    max_docx_uncompressed_bytes: int = 200 * 1024 * 1024
-    max_pdf_pages: int = 5000
+    # Every ZIP-based format (.docx, .xlsx, .pptx, .epub): the total unpacked size.
+    max_unzipped_bytes: int = 200 * 1024 * 1024
+    # PDF pages, slides, TIFF frames.
+    max_pages: int = 5000
+    # Cells of a workbook read, counted up to each row's last cell: a sheet with one value in
+    # column XFD costs 16,384 cells a row, so rows alone would not bound the time.
+    max_sheet_cells: int = 10_000_000
+    # Pages or images whose text is recognised (OCR) in one document: a few seconds each.
+    max_ocr_pages: int = 100
+    # Pixels of one image or one rendered page, checked before it is decoded.
+    max_image_pixels: int = 64_000_000
+    # Attachments of one e-mail message that become documents of their own.
+    max_attachments: int = 50
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    """Choices the uploader makes about how a file is read (the upload's options).
+
+    qa_pairs: a table (.csv, .xlsx) is read as question/answer pairs when True, as rows when
+    False, and when None (the default) as pairs if it has a question and an answer column.
+    qa_question_column / qa_answer_column: the header names of those columns, when the
+    detected names (question/q/问题..., answer/a/答案...) are not the ones used.
+    """
+
+    qa_pairs: bool | None = None
+    qa_question_column: str = ""
+    qa_answer_column: str = ""
 
 
 class ParseError(DomainError, ValueError):
@@ -78,6 +111,14 @@ class Section:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A file inside a document (an e-mail's attachment), to be ingested on its own."""
+
+    name: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class ParsedDocument:
     text: str
     file_type: FileType
@@ -85,6 +126,7 @@ class ParsedDocument:
     sections: tuple[Section, ...]
     encoding: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    attachments: tuple[Attachment, ...] = ()
 
 
 # str.splitlines() boundaries other than "\n" itself become "\n"; after that every remaining C0

@@ -1,11 +1,8 @@
-"""CSV: one line per row, each cell labelled with its column, "name: Alice; city: Paris".
+"""CSV: one line per row, each cell labelled with its column, or Q&A pairs (see `tables`).
 
-A chunk of a table is useless to retrieval if it holds bare values whose column names stayed in
-the first chunk; labelling every cell makes each row self-describing, so any chunk can be found
-by a question about a column and read on its own. Empty cells are left out. The first row is
-taken as the header (csv.Sniffer's header guess is unreliable, and headerless exports are rare);
-the delimiter is sniffed among , ; tab and |, falling back to a comma. The rows form one section,
-so the chunker packs whole rows up to the chunk size.
+The first row is taken as the header (csv.Sniffer's header guess is unreliable, and headerless
+exports are rare); the delimiter is sniffed among , ; tab and |, falling back to a comma. The
+rows form one section, so the chunker packs whole rows up to the chunk size.
 """
 
 from __future__ import annotations
@@ -13,43 +10,44 @@ from __future__ import annotations
 import csv
 import io
 
-from .base import FileType, ParsedDocument, ParseError, ParseLimits, TextAssembler, clean_inline
+from .base import FileType, ParsedDocument, ParseError, ParseLimits, ParseOptions, TextAssembler
+from .tables import TableWriter, column_labels
 from .text_parser import read_text
 
 _SNIFF_CHARS = 16_384
 
 
-def parse_csv(data: bytes, limits: ParseLimits) -> ParsedDocument:
+def parse_csv(data: bytes, limits: ParseLimits, options: ParseOptions) -> ParsedDocument:
     text, encoding = read_text(data, limits)
     dialect = _dialect(text)
     assembler = TextAssembler(limits)
-    columns: list[str] = []
-    row_count = 0
+    table: TableWriter | None = None
     try:
         for cells in csv.reader(io.StringIO(text), dialect):
-            if not columns:
-                columns = [clean_inline(c) or f"column {i}" for i, c in enumerate(cells, 1)]
-                continue
-            line = "; ".join(
-                f"{columns[i] if i < len(columns) else f'column {i + 1}'}: {value}"
-                for i, value in enumerate(clean_inline(c) for c in cells)
-                if value
-            )
-            if line:
-                assembler.add(line, separator="\n")
-                row_count += 1
+            if table is None:
+                table = TableWriter(assembler, column_labels(cells), options)
+            else:
+                table.add(cells)
     except csv.Error as exc:
         raise ParseError(f"The CSV file could not be read: {exc}") from exc
-    if not row_count:
+    if table is None or not table.rows:
         raise ParseError("The CSV file has no rows below its header")
     body, sections = assembler.build()
+    metadata: dict[str, object] = {
+        "delimiter": dialect.delimiter,
+        "columns": table.labels,
+        "row_count": table.rows,
+    }
+    if table.qa:
+        metadata["qa_pairs"] = table.rows
+        metadata["qa_skipped_rows"] = table.skipped
     return ParsedDocument(
         text=body,
         file_type=FileType.CSV,
         title=None,
         sections=sections,
         encoding=encoding,
-        metadata={"delimiter": dialect.delimiter, "columns": columns, "row_count": row_count},
+        metadata=metadata,
     )
 
 

@@ -6,23 +6,20 @@ merged cell counted once. Headers, footers, footnotes, comments and text boxes a
 repeat on every page or sit outside the reading order. The title is the core "Title" property,
 else the first heading.
 
-A .docx is a ZIP archive, and a small upload can unpack to gigabytes. The archive's directory is
-checked before python-docx reads anything: the total unpacked size must stay within
-ParseLimits.max_docx_uncompressed_bytes and no part over 1 MB may be compressed more than 100:1
-(real documents compress XML about 10:1; zip bombs compress zeros about 1000:1). Python's zipfile
-never inflates a member beyond its declared size, so the declared sizes are a real bound.
+A .docx is a ZIP archive: `archive.check_archive` refuses zip bombs, encrypted documents and
+legacy .doc files before python-docx reads anything.
 """
 
 from __future__ import annotations
 
 import io
 import re
-import zipfile
 
 import docx
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
+from .archive import check_archive
 from .base import (
     FileType,
     HeadingTrail,
@@ -34,40 +31,17 @@ from .base import (
     damaged,
 )
 
-_RATIO_CHECKED_FROM_BYTES = 1024 * 1024
-_MAX_COMPRESSION_RATIO = 100
 _HEADING_STYLE = re.compile(r"heading ([1-9])", re.IGNORECASE)
 
 
 def parse_docx(data: bytes, limits: ParseLimits) -> ParsedDocument:
-    _check_archive(data, limits)
+    check_archive(data, limits, "Word document", ".docx")
     try:
         return _parse(data, limits)
     except (ParseError, MemoryError):
         raise
     except Exception as exc:  # python-docx and lxml raise many kinds of errors on bad input
         raise damaged("Word document", exc) from exc
-
-
-def _check_archive(data: bytes, limits: ParseLimits) -> None:
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            members = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise damaged("Word document", exc) from exc
-    unpacked = sum(m.file_size for m in members)
-    if unpacked > limits.max_docx_uncompressed_bytes:
-        raise ParseError(
-            f"The Word document unpacks to {unpacked} bytes, more than the limit of "
-            f"{limits.max_docx_uncompressed_bytes}; it was refused as a possible zip bomb"
-        )
-    for member in members:
-        ratio = member.file_size / max(member.compress_size, 1)
-        if member.file_size > _RATIO_CHECKED_FROM_BYTES and ratio > _MAX_COMPRESSION_RATIO:
-            raise ParseError(
-                f"The Word document has a part ({member.filename}) compressed {ratio:.0f}:1; "
-                "it was refused as a possible zip bomb"
-            )
 
 
 def _parse(data: bytes, limits: ParseLimits) -> ParsedDocument:

@@ -6,7 +6,8 @@ except inside <pre>; <br> keeps its line break; table cells are joined with " | 
 one line, as for Word tables. The title is <title>, else the first <h1>.
 
 The bytes are decoded like any text file, with the page's own <meta charset> consulted after a
-byte-order mark and UTF-8 and before guessing.
+byte-order mark and UTF-8 and before guessing. `add_html` is the same reading for markup found
+inside other formats (EPUB chapters, HTML e-mail bodies).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from .base import (
     HeadingTrail,
     ParsedDocument,
     ParseLimits,
-    Section,
     TextAssembler,
     clean_inline,
 )
@@ -49,13 +49,9 @@ def parse_html(data: bytes, limits: ParseLimits) -> ParsedDocument:
     declared = _META_CHARSET.search(data[:4096])
     # The limit on text applies to what is extracted, not to the markup.
     markup, encoding = decode_text(data, declared[1].decode("ascii") if declared else None)
-    soup = BeautifulSoup(markup, "lxml")
-    title = clean_inline(soup.title.get_text()) if soup.title else ""
-    for tag in soup(_DROPPED):
-        tag.decompose()
-    first_h1 = soup.find("h1")
-    title = title or (clean_inline(first_h1.get_text()) if first_h1 else "")
-    text, sections = _Walker(limits).walk(soup)
+    assembler = TextAssembler(limits)
+    title = add_html(assembler, markup)
+    text, sections = assembler.build()
     return ParsedDocument(
         text=text,
         file_type=FileType.HTML,
@@ -65,25 +61,41 @@ def parse_html(data: bytes, limits: ParseLimits) -> ParsedDocument:
     )
 
 
+def add_html(assembler: TextAssembler, markup: str, chapter: str | None = None) -> str | None:
+    """Add the visible text of `markup` to `assembler`; returns the page's title, if any.
+
+    With a `chapter`, every heading path starts with it, and a first heading repeating it (a
+    chapter file's own "<h1>Chapter 1</h1>") is not entered twice.
+    """
+    soup = BeautifulSoup(markup, "lxml")
+    title = clean_inline(soup.title.get_text()) if soup.title else ""
+    for tag in soup(_DROPPED):
+        tag.decompose()
+    first_h1 = soup.find("h1")
+    title = title or (clean_inline(first_h1.get_text()) if first_h1 else "")
+    _Walker(assembler, chapter).walk(soup)
+    return title or None
+
+
 class _Walker:
     """Turns the tree into lines in one pass over `descendants` (no recursion, any depth)."""
 
-    def __init__(self, limits: ParseLimits) -> None:
-        self._assembler = TextAssembler(limits)
+    def __init__(self, assembler: TextAssembler, chapter: str | None) -> None:
+        self._assembler = assembler
+        self._chapter = (chapter,) if chapter else ()
         self._trail = HeadingTrail()
-        self._path: tuple[str, ...] = ()
+        self._path: tuple[str, ...] = self._chapter
         self._line: list[str] = []
         self._block: Tag | None = None
         self._cell: Tag | None = None
 
-    def walk(self, soup: BeautifulSoup) -> tuple[str, tuple[Section, ...]]:
+    def walk(self, soup: BeautifulSoup) -> None:
         for node in soup.descendants:
             if isinstance(node, Tag):
                 self._enter(node)
             elif isinstance(node, NavigableString) and not isinstance(node, PreformattedString):
                 self._text(node)
         self._flush()
-        return self._assembler.build()
 
     def _enter(self, tag: Tag) -> None:
         if tag.name == "br":
@@ -91,8 +103,13 @@ class _Walker:
         elif tag.name in _HEADINGS:
             self._flush()
             heading = clean_inline(tag.get_text())
-            if heading:
-                self._path = self._trail.enter(_HEADINGS[tag.name], heading)
+            repeats_chapter = (
+                self._chapter
+                and not self._trail.path
+                and heading.casefold() == self._chapter[0].casefold()
+            )
+            if heading and not repeats_chapter:
+                self._path = self._chapter + self._trail.enter(_HEADINGS[tag.name], heading)
 
     def _text(self, node: NavigableString) -> None:
         block, cell = _enclosing(node)

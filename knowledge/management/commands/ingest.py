@@ -3,7 +3,7 @@
 Ingests files and folders (recursively) into a knowledge base and prints a summary: ready,
 failed (with reasons), refused (with reasons) and duplicates. Documents are processed by the
 Celery workers; with ``--sync``, or when no worker answers, they are processed in this process
-instead, and the command says so.
+instead (e-mail attachments included), and the command says so.
 """
 
 from __future__ import annotations
@@ -94,8 +94,14 @@ class Command(BaseCommand):
                 )
 
         if sync:
-            for i, (_, document) in enumerate(created, 1):
+            # An e-mail's attachments become documents as it is processed: they are processed
+            # here too, listed as "message.eml/attachment.pdf".
+            for i, (path, document) in enumerate(created, 1):
                 processing.process_document(document.pk)
+                attachments = Document.objects.filter(
+                    parent=document, status=Document.Status.PENDING
+                )
+                created.extend((path / a.original_filename, a) for a in attachments)
                 self._progress(i, len(created))
         elif wait:
             self._wait([d.pk for _, d in created])

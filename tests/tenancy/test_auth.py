@@ -1,15 +1,13 @@
 """Who is calling: API keys (hashed, prefixed, revocable at once, use recorded) and session
 users, and the tenant each request acts in."""
 
-from datetime import timedelta
-
 import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tenancy.models import ApiKey, Membership
 from tenancy.services import LAST_USED_RESOLUTION, create_api_key, hash_key
-from tests.api.conftest import API, bearer, error_of, signed_in
+from tests.conftest import API, bearer, error_of, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -74,10 +72,11 @@ def test_last_used_at_is_recorded_at_most_once_a_minute(tenant, make_key):
     key = ApiKey.objects.get(name="busy")
     assert key.last_used_at is None
 
+    before = timezone.now()
     bearer(raw).get(f"{API}/me")
     key.refresh_from_db()
     first = key.last_used_at
-    assert first is not None and timezone.now() - first < timedelta(seconds=10)
+    assert first is not None and before <= first <= timezone.now()  # the time of this request
 
     bearer(raw).get(f"{API}/me")
     key.refresh_from_db()
@@ -136,27 +135,3 @@ def test_a_user_in_no_tenant_is_refused(django_user_model):
     response = signed_in(user).get(f"{API}/knowledge-bases")
     assert response.status_code == 403
     assert error_of(response)["code"] == "not_a_member"
-
-
-def test_session_login_works_with_csrf_for_writes(tenant, member, kb):
-    user = member(tenant, Membership.Role.OWNER)
-    client = APIClient(enforce_csrf_checks=True)
-    client.force_login(user)
-    assert client.get(f"{API}/knowledge-bases").status_code == 200
-    response = client.post(f"{API}/knowledge-bases", {"name": "New"}, format="json")
-    assert response.status_code == 403  # a session write needs the CSRF token
-    assert "CSRF" in error_of(response)["message"]
-
-
-def test_the_browsable_api_renders_for_a_signed_in_user(tenant, member, kb):
-    client = APIClient()
-    client.force_login(member(tenant, Membership.Role.OWNER))
-    pages = {
-        "knowledge-bases": b"Manuals",
-        f"knowledge-bases/{kb.pk}": b"Manuals",
-        f"knowledge-bases/{kb.pk}/documents": b"Pump handbook",
-    }
-    for path, shown in pages.items():
-        response = client.get(f"{API}/{path}", HTTP_ACCEPT="text/html")
-        assert response.status_code == 200, path
-        assert response["Content-Type"].startswith("text/html") and shown in response.content
