@@ -15,6 +15,7 @@ from dataclasses import replace
 from django.conf import settings
 
 from .base import Embedder, EmbeddingConfig, EmbeddingError, ProviderUnavailable
+from .model_cache import ModelCache
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +24,6 @@ PROVIDERS = ("openai", "local", "hash", "none")
 # by (model, dimensions): such an embedder exists only in the process that registered it;
 # anywhere else its knowledge base's embedder is ProviderUnavailable.
 RUNTIME_PROVIDER = "langchain"
-_cache: dict[EmbeddingConfig, Embedder] = {}
 _registered: dict[tuple[str, int | None], Embedder] = {}
 _lock = threading.Lock()
 _auto_choice: EmbeddingConfig | None = None
@@ -78,8 +78,7 @@ def register_embedder(embedder: Embedder) -> EmbeddingConfig:
     process; returns the configuration a knowledge base records to use it."""
     with _lock:
         _registered[(embedder.model, embedder.dimensions)] = embedder
-        for config in [c for c in _cache if c.provider == RUNTIME_PROVIDER]:
-            del _cache[config]
+    _embedders.forget(lambda config: config.provider == RUNTIME_PROVIDER)
     return EmbeddingConfig(
         provider=RUNTIME_PROVIDER, model=embedder.model, dimensions=embedder.dimensions
     )
@@ -89,12 +88,7 @@ def get_embedder(config: EmbeddingConfig) -> Embedder | None:
     """The embedder for a configuration, or None for ``none``. Raises ProviderUnavailable."""
     if config.provider == "none":
         return None
-    with _lock:
-        embedder = _cache.get(config)
-        if embedder is None:
-            embedder = _build(config)
-            _cache[config] = embedder
-        return embedder
+    return _embedders.get(config)
 
 
 def _build(config: EmbeddingConfig) -> Embedder:
@@ -130,3 +124,6 @@ def config_for_knowledge_base(kb) -> EmbeddingConfig:
 def with_model(provider: str, model: str, dimensions: int | None) -> EmbeddingConfig:
     """A provider, model and dimension with the deployment's connection settings."""
     return replace(settings_config(), provider=provider, model=model, dimensions=dimensions)
+
+
+_embedders: ModelCache[EmbeddingConfig, Embedder] = ModelCache(_build)

