@@ -6,7 +6,7 @@ meets a long indexed word. The HMM lets unknown words (names, new terms) come ou
 of as loose characters.
 
 jieba is imported and its dictionary loaded lazily, once per process, on the first Han text:
-an English-only process never pays the ~1 s load, and the default tokenizer is shared by every
+an English-only process never pays the dictionary load, and the default tokenizer is shared by every
 analyser (its prefix dictionary costs tens of MB, so a knowledge base's own words are handled
 by :mod:`knowledge.analysis.userwords` instead of a tokenizer of its own). Only the default
 tokenizer is read; nothing here changes jieba's global state except its log level, quieted

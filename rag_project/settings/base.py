@@ -1,7 +1,7 @@
 """Settings shared by every profile, read from the environment (django-environ).
 
 Profiles: ``development`` (the default of manage.py), ``production`` (refuses to start without a
-real ``SECRET_KEY``) and ``test``. Every variable is listed in the README's Configuration table.
+real ``SECRET_KEY``) and ``test``. Every variable is listed in docs/configuration.md.
 """
 
 from pathlib import Path
@@ -225,7 +225,7 @@ LOGGING = {
 
 # --- BM25 store
 # L1: each process keeps recently used BM25 indexes up to this many bytes (BM25Index.nbytes;
-# ~60 MB for a 100k-chunk knowledge base).
+# sizes per corpus size in docs/performance.md).
 BM25_L1_MAX_BYTES = env.int("BM25_L1_MAX_BYTES", default=512 * 1024 * 1024)
 # L2: compressed, signed payloads in Redis expire after this long (L3 in PostgreSQL stays).
 BM25_L2_TTL_S = env.int("BM25_L2_TTL_S", default=24 * 60 * 60)
@@ -255,13 +255,13 @@ RERANK_MAX_RETRIES = env.int("RERANK_MAX_RETRIES", default=2)
 
 # --- search
 # The vector leg searches a knowledge base exactly, as one float32 matrix in each process's
-# memory, when its vectors fit this budget (chunks x dimensions x 4 bytes: 100k chunks of 384
-# dimensions take ~150 MB); larger knowledge bases are searched through pgvector's HNSW index.
-# 0 sends every search to HNSW. See retrieval/vector_matrix.py.
+# memory, when its vectors fit this budget (chunks x dimensions x 4 bytes); larger knowledge
+# bases are searched through pgvector's HNSW index. 0 sends every search to HNSW. See
+# retrieval/vector/policy.py.
 VECTOR_L1_MAX_BYTES = env.int("VECTOR_L1_MAX_BYTES", default=512 * 1024 * 1024)
-# BLAS threads for one such scan (a 100k x 384 scan: 9 ms on one thread, 5 ms on two). With
-# OPENBLAS_THREAD_TIMEOUT set short (rag_project/__init__.py) two cost a loaded server little
-# (bench load: 113 req/s against 120 with one); set 1 where worker processes fill every core.
+# BLAS threads for one such scan: two nearly halve a large scan. With OPENBLAS_THREAD_TIMEOUT
+# set short (rag_project/__init__.py) two cost a loaded server little (docs/performance.md);
+# set 1 where worker processes fill every core.
 VECTOR_SCAN_THREADS = env.int("VECTOR_SCAN_THREADS", default=2)
 RAG_RRF_K = env.int("RAG_RRF_K", default=60)
 RAG_MAX_TOP_K = env.int("RAG_MAX_TOP_K", default=100)

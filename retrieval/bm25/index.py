@@ -32,11 +32,10 @@ over the touched documents only, then sorted exactly by (-score, doc_id).
 Serialised form (`to_bytes`): an 8-byte magic, a format version, then a pickle (protocol 5) of
 plain numpy arrays, floats and the term list. `post_docs` is stored as four byte planes (all
 low bytes, then all second bytes, ...): within a term the positions ascend, so the high planes
-are long runs that zlib squeezes to almost nothing and inflates at memcpy speed. At 100k
-documents this cuts the compressed payload by a third and its decompression time by about
-half, for ~15 ms of re-interleaving on load. `from_bytes` unpickles, so it must only be given
-bytes whose HMAC the caller has verified (see BM25Store); it refuses other format versions
-before unpickling anything.
+are long runs that zlib squeezes to almost nothing and inflates at memcpy speed: a smaller
+payload that inflates faster, for a short re-interleaving on load (docs/performance.md).
+`from_bytes` unpickles, so it must only be given bytes whose HMAC the caller has verified (see
+BM25Store); it refuses other format versions before unpickling anything.
 """
 
 from __future__ import annotations

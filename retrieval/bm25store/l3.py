@@ -1,12 +1,13 @@
 """L3: the ``bm25_indexes`` row of a knowledge base (see retrieval.models.BM25Index).
 
-Plain SQL on purpose: a read fetches the ~14 MB payload of a 100k-chunk KB in one query and
+Plain SQL on purpose: a read fetches a payload (megabytes for a large KB) in one query and
 only when the row's version is recent enough, and a write is one upsert that never replaces a
 newer version (a slow builder of an old version cannot undo a faster one's work).
 
 The payload travels as binary both ways through a server-side-binding psycopg cursor on
-Django's connection: Django's client-side binding would inline it as a 28 MB hex literal
-(~0.5 s per write) and text-format results hex-encode it too (~60 ms per read instead of ~10).
+Django's connection: Django's client-side binding would inline it as a hex literal twice its
+size, and text-format results hex-encode it too, each several times slower than binary (see
+docs/performance.md).
 """
 
 from __future__ import annotations

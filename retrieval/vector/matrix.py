@@ -1,14 +1,13 @@
 """The vector leg's exact path: a knowledge base's vectors as one matrix in process memory.
 
-Why not always pgvector's HNSW index: on ``bench search`` (``hash`` embeddings, 384
-dimensions, 2-4 word queries) HNSW found 35-50% of the exact top 10 (m 16, ef_search 40-200),
-and 51-76% even with m 32 / ef_construction 200 / ef_search 40-400 at five times the build
-time and up to 20 ms a query; pgvector's own exact scan takes ~400 ms at 100k chunks (every
-vector is detoasted and cast). The same exact scan as one float32 matrix-vector product in
-numpy takes ~1 ms at 30k and ~3-4 ms at 100k chunks of 384 dimensions, with recall 1 by
-construction. So a knowledge base whose matrix fits ``VECTOR_L1_MAX_BYTES`` (per process) is
-searched exactly here; a larger one goes to HNSW (``retrieval.vector.vector_search``), whose
-index is still kept for every dimension in use.
+Why not always pgvector's HNSW index: an approximate graph can miss much of the exact top 10
+on vectors without neighbourhood structure, and tuning it costs build time and query time;
+pgvector's own exact scan detoasts and casts every vector. The same exact scan as one float32
+matrix-vector product in numpy is a few milliseconds at 100k chunks, with recall 1 by
+construction (measurements: docs/performance.md, "Vector recall"). So a knowledge base whose
+matrix fits ``VECTOR_L1_MAX_BYTES`` (per process) is searched exactly here; a larger one goes to
+HNSW (``retrieval.vector.hnsw``), whose index is still kept for every dimension in use; the
+choice is ``retrieval.vector.policy``.
 
 Contents: the chunks of ``ready`` documents under the knowledge base's embedding model and
 dimension (the rows a search may return), ids ascending, each row scaled to unit length so a dot
@@ -24,7 +23,7 @@ is not touched), then the vectors of documents new or processed again only; rows
 gone are dropped. A document's chunks are written only by its processing, which sets
 ``processed_at``, and a chunk's vector otherwise changes only when the whole knowledge base is
 re-embedded, which saves the knowledge base row; so when the row's ``updated_at``, provider,
-model or dimension differ from the matrix's, it is reloaded in full (~2.7 s at 100k chunks,
+model or dimension differ from the matrix's, it is reloaded in full (seconds at 100k chunks,
 mostly PostgreSQL detoasting the vectors). The ready documents' ``chunk_count`` tells the size
 before anything is fetched.
 """

@@ -1,5 +1,5 @@
 """The pure core (analysis, parsing, chunking, BM25, embedded services) imports without Django
-settings, as DESIGN.md asks, so it can be used and tested on its own."""
+settings, as docs/design.md asks, so it can be used and tested on its own."""
 
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-"""The examples of the README's LangChain section, run exactly as written, so the documentation
+"""The examples of docs/langchain.md, run exactly as written, so the documentation
 cannot drift: the agent-side one in a separate process without Django, against the live API."""
 
 import re
@@ -13,14 +13,13 @@ from tests.conftest import CEILING_S, REPO, subprocess_env
 from tests.factories import TenantFactory
 from tests.langchain.conftest import make_manuals
 
-DOCS = REPO / "README.md"
+DOCS = REPO / "docs" / "langchain.md"
 QUERY = "mechanical seal of the P-100 pump"  # the example's tool query
 NO_DJANGO = "\nimport sys\nassert not [m for m in sys.modules if m.split('.')[0] == 'django']\n"
 
 
 def examples() -> list[str]:
-    section = DOCS.read_text().split("\n## LangChain\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
+    return re.findall(r"^```python\n(.*?)^```$", DOCS.read_text(), flags=re.S | re.M)
 
 
 def test_the_agent_side_example_runs_in_an_agents_process(search_api, tenant):

@@ -1,5 +1,6 @@
 """``manage.py bench search | ingest | load | growth`` at tiny sizes: one JSON object each, with
-every figure the README quotes and sane values. No timing is asserted: the machine is shared."""
+every figure docs/performance.md quotes and sane values. No timing is asserted: the machine is
+shared."""
 
 import io
 import json
