@@ -3,7 +3,7 @@
 The engine is RapidOCR (rapidocr_onnxruntime): PaddleOCR's PP-OCRv4 Chinese+English detection
 and recognition models, converted to ONNX and shipped inside the wheel, run by onnxruntime on the
 CPU. Nothing is downloaded at run time, and one engine per process serves every page (loading
-it takes about a second). It is optional at import time: a document that needs OCR where the
+it is the slow part). It is optional at import time: a document that needs OCR where the
 package cannot be imported fails with OcrUnavailable, whose message says how to install it.
 
 rapidocr's per-line 0/180 degree classifier is off: it flips correct English lines (a known
