@@ -10,12 +10,21 @@ from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
 
+from knowledge.embeddings.coverage import parse_scripts
 from tenancy.models import ApiKey, Tenant
+
+
+def validate_scripts(value: str) -> None:
+    try:
+        parse_scripts(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 class KnowledgeBase(models.Model):
@@ -57,6 +66,17 @@ class KnowledgeBase(models.Model):
     )
     embedding_model = models.CharField(max_length=200, blank=True)
     embedding_dimensions = models.PositiveIntegerField(null=True, blank=True)
+    # The scripts the model embeds meaningfully (knowledge.embeddings.coverage): "*", a list
+    # such as "latin, han", or empty for what the model declares. A query mostly in other
+    # scripts is searched without the vector leg unless the request sets the weights.
+    embedding_scripts = models.CharField(
+        max_length=100,
+        blank=True,
+        validators=[validate_scripts],
+        help_text="Scripts the embedding model embeds meaningfully: * (all), or some of latin, "
+        "han, kana, hangul, cyrillic, arabic, other, comma-separated. Empty: what the model "
+        "declares (all-MiniLM-L6-v2 and other English models: latin; others: all).",
+    )
     # While a change of model is re-embedding in the background: the target configuration
     # ({"provider", "model", "dimensions"}) and progress. Search keeps using the fields above
     # until the new vectors replace the old ones in one step.

@@ -118,7 +118,12 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
                 (
                     "Embedding",
                     {
-                        "fields": ["embedding", "embedding_model_name", "embedding_dims"],
+                        "fields": [
+                            "embedding",
+                            "embedding_model_name",
+                            "embedding_dims",
+                            "embedding_scripts",
+                        ],
                         "description": "Recorded when the knowledge base is created; change it "
                         "later with Re-embed.",
                     },
@@ -130,7 +135,14 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
             CHUNKING,
             (
                 "Embedding",
-                {"fields": ["embedding_provider", "embedding_model", "embedding_dimensions"]},
+                {
+                    "fields": [
+                        "embedding_provider",
+                        "embedding_model",
+                        "embedding_dimensions",
+                        "embedding_scripts",
+                    ]
+                },
             ),
             RETRIEVAL,
         ]

@@ -73,6 +73,7 @@ class KnowledgeBaseSerializer(serializers.ModelSerializer):
             "chunk_overlap",
             "user_words",
             "embedding",
+            "embedding_scripts",
             "weight_mode",
             "vector_weight",
             "keyword_weight",

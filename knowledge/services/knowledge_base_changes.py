@@ -32,6 +32,7 @@ EDITABLE_FIELDS = (
     "chunk_size",
     "chunk_overlap",
     "user_words",
+    "embedding_scripts",
     "weight_mode",
     "vector_weight",
     "keyword_weight",

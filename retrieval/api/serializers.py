@@ -168,9 +168,19 @@ class TraceSerializer(serializers.Serializer):
     )
     weights = serializers.DictField(child=serializers.FloatField())
     weight_source = serializers.CharField()
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What the caller should know, e.g. weights given with the request that make "
+        "the vector leg embed text in a script its model does not cover.",
+    )
     top_k = serializers.IntegerField()
     results = serializers.IntegerField()
     total_ms = serializers.FloatField()
+    query_script = serializers.CharField(
+        allow_null=True,
+        required=False,
+        help_text="With explain=true only. The script writing most of the query (latin, han...).",
+    )
     k = serializers.IntegerField(**EXPLAIN_ONLY)
     candidate_count = serializers.IntegerField(**EXPLAIN_ONLY)
     vector = LegTraceSerializer(**EXPLAIN_ONLY)
@@ -193,6 +203,7 @@ SUMMARY_TRACE_FIELDS = (
     "fallbacks",
     "weights",
     "weight_source",
+    "warnings",
     "top_k",
     "results",
     "total_ms",

@@ -4,11 +4,13 @@ from, rerank) that the legs then fill in."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 from django.conf import settings
 
+from knowledge.embeddings.coverage import Script, coverage, describe, uncovered_share
 from knowledge.models import KnowledgeBase
 from retrieval.search.errors import InvalidSearch
 from retrieval.search.types import (
@@ -78,10 +80,16 @@ def settle(options: SearchOptions, overrides: dict) -> SearchOptions:
     return options
 
 
-def plan_for(kb: KnowledgeBase, options: SearchOptions) -> Plan:
-    """The knowledge base's defaults overridden by the request's options."""
+def plan_for(kb: KnowledgeBase, options: SearchOptions, query_units: Counter[Script]) -> Plan:
+    """The knowledge base's defaults overridden by the request's options, and the language
+    rule applied to the weights (``query_units``: the query's script units)."""
     top_k = options.top_k or kb.top_k
     leg_weights, source = weights(kb, options)
+    trace = KnowledgeBaseTrace(
+        knowledge_base_id=kb.pk, name=kb.name, weights={}, weight_source=source
+    )
+    language_rule(kb, options, leg_weights, source, query_units, trace)
+    trace.weights = {str(leg): weight for leg, weight in leg_weights.items()}
     return Plan(
         kb=kb,
         top_k=top_k,
@@ -90,13 +98,39 @@ def plan_for(kb: KnowledgeBase, options: SearchOptions) -> Plan:
         weight_source=source,
         rerank=kb.rerank_enabled if options.rerank is None else options.rerank,
         rerank_top_n=options.rerank_top_n or kb.rerank_top_n,
-        trace=KnowledgeBaseTrace(
-            knowledge_base_id=kb.pk,
-            name=kb.name,
-            weights={str(leg): weight for leg, weight in leg_weights.items()},
-            weight_source=source,
-        ),
+        trace=trace,
     )
+
+
+def language_rule(
+    kb: KnowledgeBase,
+    options: SearchOptions,
+    leg_weights: dict[Leg, float],
+    source: str,
+    query_units: Counter[Script],
+    trace: KnowledgeBaseTrace,
+) -> None:
+    """Turn the vector leg off (in ``leg_weights``) for a query mostly written in scripts the
+    knowledge base's embedding model does not cover, when the weights are the knowledge
+    base's own, and say so in ``trace.language``; weights or a vector mode given with the
+    request are honoured, with a warning in ``trace.warnings``."""
+    if kb.embedding_provider == KnowledgeBase.EmbeddingProvider.NONE or not leg_weights.get(
+        Leg.VECTOR
+    ):
+        return
+    covered = coverage(kb.embedding_provider, kb.embedding_model, kb.embedding_scripts)
+    if uncovered_share(query_units, covered) <= 0.5:
+        return
+    outside = ", ".join(s.value for s in Script if query_units[s] and s not in covered)
+    model = kb.embedding_model or kb.embedding_provider
+    why = f"the query is {outside} text and {model} embeds {describe(covered)}"
+    if source == WeightSource.QUERY or options.mode == SearchMode.VECTOR:
+        trace.warnings.append(f"{why}; the vector leg runs as the request asked")
+        return
+    leg_weights[Leg.VECTOR] = 0.0
+    if not leg_weights.get(Leg.KEYWORD):
+        leg_weights[Leg.KEYWORD] = 1.0
+    trace.language = f"vector leg off: {why}"
 
 
 def weights(kb: KnowledgeBase, options: SearchOptions) -> tuple[dict[Leg, float], str]:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from django.conf import settings
 
 from knowledge import selectors
+from knowledge.embeddings.coverage import dominant_script, script_units
 from knowledge.models import KnowledgeBase
 from retrieval import formatting
 from retrieval.bm25store import BM25Store, get_store
@@ -87,7 +88,10 @@ class RAGService:
             k=settings.RAG_RRF_K,
             filters=options.filters.to_dict(),
         )
-        plans = [plan_for(kb, options) for kb in kbs]
+        units = script_units(query)
+        script = dominant_script(units)
+        trace.query_script = script.value if script else None
+        plans = [plan_for(kb, options, units) for kb in kbs]
         top_k = options.top_k or max(plan.top_k for plan in plans)
         trace.top_k = top_k
         legs = Legs(self.tenant, lambda: self.store, query, options.filters, trace)
@@ -95,6 +99,7 @@ class RAGService:
             legs.run(plan, options.mode)
             prefix = f"knowledge base {plan.kb.pk}: " if len(plans) > 1 else ""
             trace.fallbacks.extend(prefix + f for f in plan.trace.fallbacks)
+            trace.warnings.extend(prefix + w for w in plan.trace.warnings)
         fusion_started = time.perf_counter()
         candidates = fuse(plans, trace.k)
         trace.fusion_ms = elapsed_ms(fusion_started)

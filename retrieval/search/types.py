@@ -240,6 +240,9 @@ class KnowledgeBaseTrace:
     keyword: KeywordSummary | None = None
     mode_used: str = "none"
     hits: int = 0  # of the results returned
+    # What the language rule did (retrieval.search.options.language_rule), if anything.
+    language: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {name: value for name, value in asdict(self).items() if value is not None}
@@ -289,6 +292,8 @@ class Trace:
     fusion_ms: float = 0.0
     rerank: RerankTrace = field(default_factory=RerankTrace)
     filters: dict[str, Any] = field(default_factory=dict)
+    query_script: str | None = None  # the script writing most of the query
+    warnings: list[str] = field(default_factory=list)
     knowledge_bases: list[KnowledgeBaseTrace] = field(default_factory=list)
     total_ms: float = 0.0
     results: int = 0

@@ -164,6 +164,7 @@ def test_a_knowledge_base_trace_lists_only_the_legs_that_ran():
         ("keyword", {"candidates": 3, "tier": "l1", "index_version": 2, "ladder": []}),
         ("mode_used", "keyword"),
         ("hits", 2),
+        ("warnings", []),  # the language rule's note ("language") only when it acted
     ]
     trace.vector = VectorSummary(candidates=5, embedding_cache_hit=True, index="exact")
     assert trace.to_dict()["vector"] == {
@@ -195,6 +196,8 @@ def test_the_trace_as_json_nests_the_typed_parts():
         "fusion_ms",
         "rerank",
         "filters",
+        "query_script",
+        "warnings",
         "knowledge_bases",
         "total_ms",
         "results",
