@@ -15,9 +15,13 @@ the spelling, script or casing it was typed in. The pipeline for one text:
       and then analysed like any text, so a query for one of their parts still hits;
    b. the rest is split into runs of Han and of other scripts. A Han run goes to jieba's search
       mode (:mod:`~knowledge.analysis.chinese`), which yields words and the words inside them,
-      minus Chinese stopwords. Any other run is one token: an English stopword (checked on the
-      unstemmed form) is dropped, a word of Latin letters is reduced by the Snowball English
-      stemmer, numbers, letter-digit mixes (``th01``) and other scripts are kept as they are.
+      minus Chinese stopwords. Runs of kana (Japanese) and of Hangul (Korean) become
+      overlapping character bigrams (a lone character stays a unigram), as Lucene's
+      CJKBigramFilter makes them: neither script marks word boundaries the way spaces do, and
+      bigrams match a word inside a longer run without a dictionary. Any other run is one
+      token: an English stopword (checked on the unstemmed form) is dropped, a word of Latin
+      letters is reduced by the Snowball English stemmer, numbers, letter-digit mixes
+      (``th01``) and other scripts are kept as they are.
 
 4. Add the whole compound when it is an identifier (the rule is in
    :mod:`~knowledge.analysis.identifiers`): ``v2.3.1`` gives ``v2``, ``3``, ``1`` and ``v2.3.1``.
@@ -51,13 +55,18 @@ from knowledge.analysis.normalization import HAN, HAN_RE, normalize
 from knowledge.analysis.stopwords import chinese_stopwords, english_stopwords
 from knowledge.analysis.userwords import UserDictionary
 
-ANALYZER_VERSION: Final = 1
+ANALYZER_VERSION: Final = 2  # 2: kana and Hangul as bigrams
 
 # Letters of the Latin script after case folding (Latin-1, Extended-A and -B, Extended
 # Additional): the words the English stemmer may touch. Cyrillic, Greek or Thai words are kept
 # as they are rather than mangled by rules written for English.
 _LATIN_WORD_RE = re.compile(r"[a-z\u00df-\u00f6\u00f8-\u00ff\u0100-\u024f\u1e00-\u1eff]+")
 # Within a word: a Han run (group 1), or a run of any other script.
+# Kana (Hiragana, Katakana with its prolonged sound mark, phonetic extensions; NFKC has already
+# made half-width forms full-width) and Hangul (syllables and jamo): bigrammed runs.
+_BIGRAM_RUN_RE = re.compile(
+    r"[\u3040-\u30ff\u31f0-\u31ff]+|[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]+"
+)
 _SCRIPT_RUN_RE = re.compile(rf"([{HAN}]+)|[^\W_{HAN}][^{HAN}]*")
 
 # PyStemmer objects keep state between calls and must not be shared across threads.
@@ -165,7 +174,18 @@ class Analyzer:
             )
 
     def _single(self, token: str, out: list[str], stem: Callable[[str], str] | None) -> None:
-        """One non-Han run: a token of its own unless it is a stopword or too long."""
+        """One non-Han run: kana and Hangul runs in it as bigrams, the rest a token of its own
+        unless it is a stopword or too long."""
+        if _BIGRAM_RUN_RE.search(token) is not None:
+            position = 0
+            for run in _BIGRAM_RUN_RE.finditer(token):
+                if run.start() > position:
+                    self._single(token[position : run.start()], out, stem)
+                out.extend(bigrams(run.group()))
+                position = run.end()
+            if position < len(token):
+                self._single(token[position:], out, stem)
+            return
         if len(token) > MAX_TOKEN_CHARS or token in self._stop_en:
             return
         if stem is not None and (
@@ -173,6 +193,13 @@ class Analyzer:
         ):
             token = stem(token)
         out.append(token)
+
+
+def bigrams(run: str) -> list[str]:
+    """Overlapping character bigrams of a run; a run of one character is its own token."""
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 @functools.lru_cache(maxsize=32)

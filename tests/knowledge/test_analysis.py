@@ -353,3 +353,34 @@ def test_unicode_equivalent_texts_give_the_same_tokens(text, form):
 @given(st.from_regex(r"[a-z]{1,5}[0-9]{1,3}(?:[-_./][a-z0-9]{1,5}){1,3}", fullmatch=True))
 def test_any_identifier_with_a_digit_is_kept_whole(identifier):
     assert identifier in get_analyzer().tokens(f"see {identifier.upper()}. now")
+
+
+# --- Japanese and Korean: kana and Hangul runs as character bigrams (Lucene's CJKBigramFilter)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("カタカナ", ["カタ", "タカ", "カナ"]),
+        ("ｶﾀｶﾅ", ["カタ", "タカ", "カナ"]),  # half-width katakana, made full-width by NFKC
+        ("ひらがな", ["ひら", "らが", "がな"]),
+        ("한국어 문서", ["한국", "국어", "문서"]),
+        ("を", ["を"]),  # a lone character stays a unigram
+        ("東京タワーに行く", ["東京", "タワ", "ワー", "ーに", "行", "く"]),  # Han stays with jieba
+        ("TH01のセンサー", ["th01", "のセ", "セン", "ンサ", "サー"]),
+        ("pump ポンプ 펌프 泵", ["pump", "ポン", "ンプ", "펌프", "泵"]),
+    ],
+)
+def test_kana_and_hangul_runs_become_bigrams(text, expected):
+    assert Analyzer().tokens(text) == expected
+
+
+def test_a_japanese_or_korean_word_matches_inside_a_longer_run():
+    analyzer = Analyzer()
+    document = set(analyzer.tokens("ポンプのメンテナンスマニュアル 펌프유지보수설명서"))
+    for query in ("メンテナンス", "마니", "유지보수"):
+        terms = set(analyzer.tokens(query))
+        if query == "마니":  # not in the text: no bigram of it matches
+            assert not terms & document
+        else:
+            assert terms <= document
