@@ -51,3 +51,12 @@ def tenant_roles(user) -> dict[int, str]:
     if user is None or not user.is_authenticated:
         return {}
     return dict(Membership.objects.filter(user=user).values_list("tenant_id", "role"))
+
+
+def role_of(tenant: Tenant, user_id: int) -> str | None:
+    """The role of a user in a tenant, None when not a member."""
+    return (
+        Membership.objects.filter(tenant=tenant, user_id=user_id)
+        .values_list("role", flat=True)
+        .first()
+    )

@@ -35,6 +35,13 @@ class SearchFiltersSerializer(serializers.Serializer):
     )
     created_after = serializers.DateTimeField(required=False, allow_null=True)
     created_before = serializers.DateTimeField(required=False, allow_null=True)
+    exclude_chunk_ids = serializers.ListField(
+        child=id_field(),
+        max_length=1000,
+        required=False,
+        allow_null=True,
+        help_text="Never return these chunks (e.g. the ones an agent has already seen).",
+    )
 
     def validate_metadata(self, value: dict) -> dict:
         if len(value) > 50:
@@ -74,6 +81,13 @@ class SearchOptionsSerializer(serializers.Serializer):
     rerank_top_n = serializers.IntegerField(
         min_value=1, max_value=200, required=False, allow_null=True
     )
+    use_rerank = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The seeds' option, not the cross-encoder: true fuses both legs over 3x "
+        "candidates (the default hybrid search); false returns vector results only.",
+    )
     filters = SearchFiltersSerializer(required=False)
     explain = serializers.BooleanField(
         default=False,
@@ -93,6 +107,7 @@ class SearchOptionsSerializer(serializers.Serializer):
             "candidate_multiplier",
             "rerank",
             "rerank_top_n",
+            "use_rerank",
         )
         options = {name: data.get(name) for name in names}
         options["filters"] = SearchFilters.from_dict(data.get("filters"))

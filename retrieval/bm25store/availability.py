@@ -10,6 +10,8 @@ logger = logging.getLogger(__name__)
 
 # rank_bm25 is the reference our scores are checked against; jieba analyses Chinese queries.
 _REQUIRED = ("rank_bm25", "jieba")
+# The line operators grep for, exactly as the system this one replaces logged it.
+UNAVAILABLE_MESSAGE = "⚠️ BM25 dependencies unavailable, using vector-only search mode"
 _available: bool | None = None
 _lock = threading.Lock()
 
@@ -23,11 +25,7 @@ def bm25_available() -> bool:
             if _available is None:
                 missing = [name for name in _REQUIRED if not _importable(name)]
                 if missing:
-                    logger.warning(
-                        "BM25 dependencies unavailable, using vector-only search mode "
-                        "(cannot import %s)",
-                        ", ".join(missing),
-                    )
+                    logger.warning("%s\ncannot import %s", UNAVAILABLE_MESSAGE, ", ".join(missing))
                 _available = not missing
     return _available
 

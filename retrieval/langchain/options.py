@@ -28,11 +28,15 @@ class BaseKnowledgeBaseRetriever(BaseRetriever):
     score_threshold: float | None = None
     filters: dict[str, Any] | None = None
     """``{"metadata": {"project": "apollo"}, "document_ids": [...], "max_age_days": 30,
-    "created_after": ..., "created_before": ...}``; see ``retrieval.search.types.SearchFilters``."""
+    "created_after": ..., "created_before": ..., "exclude_chunk_ids": [...]}``; see
+    ``retrieval.search.types.SearchFilters``."""
     rerank: bool | None = None
     rerank_top_n: int | None = Field(default=None, ge=1)
     candidate_multiplier: int | None = Field(default=None, ge=1)
     """Each leg fetches ``k x candidate_multiplier`` candidates before fusion."""
+    use_rerank: bool | None = None
+    """Not the cross-encoder (``rerank``): true fuses both legs over 3x candidates, false
+    returns the vector leg's results only."""
 
     option_names: ClassVar[tuple[str, ...]] = (
         "k",
@@ -44,6 +48,7 @@ class BaseKnowledgeBaseRetriever(BaseRetriever):
         "rerank",
         "rerank_top_n",
         "candidate_multiplier",
+        "use_rerank",
     )
 
     @model_validator(mode="before")

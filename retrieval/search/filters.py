@@ -24,6 +24,9 @@ def filter_sql(filters: SearchFilters, knowledge_base_id: int) -> tuple[str, lis
     if filters.document_ids is not None:
         clauses.append("c.document_id = ANY(%s)")
         params.append(list(filters.document_ids))
+    if filters.exclude_chunk_ids:
+        clauses.append("NOT (c.id = ANY(%s))")
+        params.append(sorted(filters.exclude_chunk_ids))
     for key, value in sorted(filters.metadata.items()):
         values = value if isinstance(value, list | tuple) else [value]
         if not values:

@@ -187,14 +187,17 @@ class Legs:
             return "BM25 unavailable"
         tokens = get_analyzer(kb.user_words).tokens(self.query)
         allowed = self._allowed(plan)
-        hits = handle.index.search(tokens, plan.candidates, allowed)
+        limit = plan.candidates + len(self.filters.exclude_chunk_ids)
+        hits = self.filters.without_excluded(
+            handle.index.search(tokens, limit, allowed), plan.candidates
+        )
         attempts: list[dict] = []
         if not hits:
             hits, attempts = run_ladder(
                 query=self.query,
                 tokens=tokens,
                 index=handle.index,
-                limit=plan.candidates,
+                limit=limit,
                 allowed=allowed,
                 user_words=kb.user_words,
                 titles=lambda: (
@@ -204,6 +207,7 @@ class Legs:
                 ),
                 first_chunks=lambda ids: self._first_chunks(kb, ids),
             )
+            hits = self.filters.without_excluded(hits, plan.candidates)
             self.trace.retry_ladder.extend({"knowledge_base_id": kb.pk, **a} for a in attempts)
         plan.found[Leg.KEYWORD] = hits
         plan.run.add(Leg.KEYWORD)

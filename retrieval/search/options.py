@@ -69,6 +69,7 @@ def settle(options: SearchOptions, overrides: dict) -> SearchOptions:
             modes = ", ".join(m.value for m in SearchMode)
             raise InvalidSearch(f"mode must be one of {modes}") from None
     options = replace(options, **{k: v for k, v in overrides.items() if v is not None})
+    options = _use_rerank(options)
     if options.top_k is not None and not 1 <= options.top_k <= settings.RAG_MAX_TOP_K:
         raise InvalidSearch(f"top_k must be between 1 and {settings.RAG_MAX_TOP_K}")
     for name in ("vector_weight", "keyword_weight"):
@@ -78,6 +79,24 @@ def settle(options: SearchOptions, overrides: dict) -> SearchOptions:
     if options.vector_weight == 0 and options.keyword_weight == 0:
         raise InvalidSearch("vector_weight and keyword_weight cannot both be 0")
     return options
+
+
+def _use_rerank(options: SearchOptions) -> SearchOptions:
+    """The seeds' ``use_rerank``: true means 3x candidates fused from both legs, false means
+    the vector leg's results only. A mode that says otherwise is a contradiction."""
+    if options.use_rerank is None:
+        return options
+    if options.use_rerank:
+        if options.mode in (SearchMode.VECTOR, SearchMode.KEYWORD):
+            raise InvalidSearch(
+                f"use_rerank=true fuses both legs; it contradicts mode={options.mode}"
+            )
+        return replace(options, candidate_multiplier=options.candidate_multiplier or 3)
+    if options.mode not in (SearchMode.AUTO, SearchMode.VECTOR):
+        raise InvalidSearch(
+            f"use_rerank=false returns vector results only; it contradicts mode={options.mode}"
+        )
+    return replace(options, mode=SearchMode.VECTOR)
 
 
 def plan_for(kb: KnowledgeBase, options: SearchOptions, query_units: Counter[Script]) -> Plan:

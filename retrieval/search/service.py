@@ -32,7 +32,9 @@ from retrieval.search.legs import Legs, mode_used
 from retrieval.search.options import Plan, clean_query, plan_for, settle
 from retrieval.search.reranking import rerank
 from retrieval.search.types import Hit, Leg, SearchOptions, Trace, elapsed_ms
+from tenancy import selectors as tenancy_selectors
 from tenancy.models import Tenant
+from tenancy.roles import Permission, role_permissions
 
 
 @dataclass
@@ -45,10 +47,19 @@ class SearchResult:
 
 
 class RAGService:
-    """Search for one tenant. ``RAGService(tenant).search("query", kb_id, top_k=5)``."""
+    """Search for one tenant. ``RAGService(tenant).search("query", kb_id, top_k=5)``.
 
-    def __init__(self, tenant: Tenant, *, store: BM25Store | None = None) -> None:
+    The seeds' calling conventions hold positionally: ``search(query, knowledge_base_id,
+    user_id, top_k, score_threshold)``, ``search_multiple_knowledge_bases(query,
+    knowledge_base_ids, user_id, top_k)`` and ``get_retriever(user_id, knowledge_base_id, k)``.
+    A ``user_id`` (given per call, or to the service) limits the search to knowledge bases that
+    user may read in the tenant: anyone else gets the not-found of a missing knowledge base."""
+
+    def __init__(
+        self, tenant: Tenant, *, store: BM25Store | None = None, user_id: int | None = None
+    ) -> None:
         self.tenant = tenant
+        self.user_id = user_id
         self._store = store
 
     @property
@@ -61,28 +72,40 @@ class RAGService:
         self,
         query: str,
         knowledge_base_id: int,
+        user_id: int | None = None,
+        top_k: int | None = None,
+        score_threshold: float | None = None,
         *,
         options: SearchOptions | None = None,
         **overrides,
     ) -> SearchResult:
         """Search one knowledge base. Keyword overrides are fields of SearchOptions
-        (top_k, mode, vector_weight, keyword_weight, score_threshold, rerank, filters...)."""
+        (top_k, mode, vector_weight, keyword_weight, score_threshold, rerank, use_rerank,
+        filters...)."""
         return self.search_multiple_knowledge_bases(
-            query, [knowledge_base_id], options=options, **overrides
+            query,
+            [knowledge_base_id],
+            user_id,
+            top_k,
+            options=options,
+            score_threshold=score_threshold,
+            **overrides,
         )
 
     def search_multiple_knowledge_bases(
         self,
         query: str,
         knowledge_base_ids: Iterable[int],
+        user_id: int | None = None,
+        top_k: int | None = None,
         *,
         options: SearchOptions | None = None,
         **overrides,
     ) -> SearchResult:
         started = time.perf_counter()
         query = clean_query(query)
-        options = settle(options or SearchOptions(), overrides)
-        kbs = self._knowledge_bases(knowledge_base_ids)
+        options = settle(options or SearchOptions(), {"top_k": top_k, **overrides})
+        kbs = self._knowledge_bases(knowledge_base_ids, user_id)
         trace = Trace(
             mode_requested=str(options.mode),
             k=settings.RAG_RRF_K,
@@ -132,12 +155,27 @@ class RAGService:
         """``factory(service, knowledge_base_id, **options)`` makes ``get_retriever``'s answer."""
         cls._retriever_factory = factory
 
-    def get_retriever(self, knowledge_base_id: int, **options):
+    def get_retriever(
+        self,
+        user_id: int | None = None,
+        knowledge_base_id: int | None = None,
+        k: int | None = None,
+        **options,
+    ):
         """A LangChain VectorStoreRetriever over one knowledge base: this search with
-        ``options`` (see retrieval.langchain.retriever.get_retriever)."""
+        ``options`` (see retrieval.langchain.retriever.get_retriever), as ``user_id`` when
+        given (checked now: a knowledge base that user may not read is not found)."""
+        if knowledge_base_id is None:
+            raise TypeError("get_retriever(user_id, knowledge_base_id, k) needs knowledge_base_id")
         if RAGService._retriever_factory is None:
             raise RuntimeError("no retriever adapter is registered (retrieval.langchain)")
-        return RAGService._retriever_factory(self, knowledge_base_id, **options)
+        service = self
+        if user_id is not None:
+            service = RAGService(self.tenant, store=self._store, user_id=user_id)
+            service._knowledge_bases([knowledge_base_id])
+        if k is not None:
+            options["k"] = k
+        return RAGService._retriever_factory(service, knowledge_base_id, **options)
 
     @staticmethod
     def format_for_context(hits: list[Hit], max_chars: int = 6000) -> str:
@@ -149,10 +187,17 @@ class RAGService:
         """A compact answer for an agent's tool call (see retrieval.formatting)."""
         return formatting.format_for_tool_output(hits, max_chunks)
 
-    def _knowledge_bases(self, ids: Iterable[int]) -> list[KnowledgeBase]:
+    def _knowledge_bases(
+        self, ids: Iterable[int], user_id: int | None = None
+    ) -> list[KnowledgeBase]:
         wanted = list(dict.fromkeys(int(i) for i in ids))
         if not wanted:
             raise InvalidSearch("give at least one knowledge base")
+        user = self.user_id if user_id is None else user_id
+        if user is not None:
+            role = tenancy_selectors.role_of(self.tenant, getattr(user, "pk", user))
+            if Permission.READ not in role_permissions(role):
+                raise KnowledgeBaseNotFound(f"knowledge base {wanted[0]} not found")
         found = {kb.pk: kb for kb in selectors.knowledge_bases(self.tenant).filter(pk__in=wanted)}
         missing = [i for i in wanted if i not in found]
         if missing:

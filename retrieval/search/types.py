@@ -46,16 +46,21 @@ class WeightSource(StrEnum):
 @dataclass(frozen=True)
 class SearchFilters:
     """Scope a search like a session or a project. Metadata values match by equality, or by
-    membership when given as a list: ``{"project": "apollo", "lang": ["en", "de"]}``."""
+    membership when given as a list: ``{"project": "apollo", "lang": ["en", "de"]}``.
+    ``exclude_chunk_ids``: "not these chunks again" (an agent's recently seen chunks); the legs
+    fetch that many more candidates and drop them, so it costs no scan of the allowed rows."""
 
     document_ids: tuple[int, ...] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     max_age_days: float | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
+    exclude_chunk_ids: frozenset[int] = frozenset()
 
     @property
     def active(self) -> bool:
+        """Whether the filters narrow the search to an allowed set of chunks (exclusions
+        alone do not: see ``without_excluded``)."""
         return bool(
             self.document_ids is not None
             or self.metadata
@@ -86,7 +91,18 @@ class SearchFilters:
             max_age_days=_days(value.get("max_age_days")),
             created_after=_moment("created_after", value.get("created_after")),
             created_before=_moment("created_before", value.get("created_before")),
+            exclude_chunk_ids=frozenset(
+                _ids("exclude_chunk_ids", value.get("exclude_chunk_ids")) or ()
+            ),
         )
+
+    def without_excluded(
+        self, hits: list[tuple[int, float]], limit: int
+    ) -> list[tuple[int, float]]:
+        """``hits`` (chunk id, score), excluded chunks dropped, cut to ``limit``."""
+        if not self.exclude_chunk_ids:
+            return hits[:limit]
+        return [hit for hit in hits if hit[0] not in self.exclude_chunk_ids][:limit]
 
     def to_dict(self) -> dict[str, Any]:
         """The active filters in their JSON shape (dates as ISO 8601 text), which
@@ -102,17 +118,23 @@ class SearchFilters:
             shape["created_after"] = self.created_after.isoformat()
         if self.created_before:
             shape["created_before"] = self.created_before.isoformat()
+        if self.exclude_chunk_ids:
+            shape["exclude_chunk_ids"] = sorted(self.exclude_chunk_ids)
         return shape
 
 
 def _document_ids(value: Any) -> tuple[int, ...] | None:
+    return _ids("document_ids", value)
+
+
+def _ids(name: str, value: Any) -> tuple[int, ...] | None:
     if value is None:
         return None
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
-        raise ValueError("document_ids must be a list of integers")
+        raise ValueError(f"{name} must be a list of integers")
     ids = tuple(value)
     if not all(isinstance(i, Integral) and not isinstance(i, bool) for i in ids):
-        raise ValueError("document_ids must be a list of integers")
+        raise ValueError(f"{name} must be a list of integers")
     return tuple(int(i) for i in ids)
 
 
@@ -160,6 +182,9 @@ class SearchOptions:
     rerank: bool | None = None
     rerank_top_n: int | None = None
     filters: SearchFilters = field(default_factory=SearchFilters)
+    # The seeds' option, not the cross-encoder (``rerank``): true = fuse both legs over 3x
+    # candidates (the default hybrid search), false = vector results only.
+    use_rerank: bool | None = None
 
 
 @dataclass

@@ -39,6 +39,7 @@ def nearest_chunks(
     ``knowledge_base`` must have been read just now (its ``index_version`` is the one asked
     for); ``allowed`` gives the ids the filters let through, when the caller has them cached.
     Raises KnowledgeBase.DoesNotExist if the knowledge base is gone."""
+    wanted, limit = limit, limit + len(filters.exclude_chunk_ids)
     handle = _matrix(knowledge_base)
     if handle is not None:
         ids = None
@@ -48,7 +49,8 @@ def nearest_chunks(
                 if allowed is not None
                 else allowed_chunk_ids(knowledge_base.tenant_id, knowledge_base.pk, filters)
             )
-        return handle.matrix.search(query_vector, limit, ids), handle.trace()
+        hits = handle.matrix.search(query_vector, limit, ids)
+        return filters.without_excluded(hits, wanted), handle.trace()
     hits = vector_search(
         tenant_id=knowledge_base.tenant_id,
         knowledge_base_id=knowledge_base.pk,
@@ -58,7 +60,7 @@ def nearest_chunks(
         limit=limit,
         filters=filters,
     )
-    return hits, {"index": "hnsw"}
+    return filters.without_excluded(hits, wanted), {"index": "hnsw"}
 
 
 def _matrix(knowledge_base: KnowledgeBase) -> MatrixHandle | None:

@@ -85,7 +85,7 @@ def test_retrievers_and_tools_cannot_reach_another_tenants_knowledge_base(stores
         answer = create_search_tool(retriever).invoke({"query": SECRET})
         assert answer == f"Error: knowledge base {theirs.knowledge_base_id} not found"
     with pytest.raises(KnowledgeBaseNotFound):
-        RAGService(tenant).get_retriever(theirs.knowledge_base_id)
+        RAGService(tenant).get_retriever(knowledge_base_id=theirs.knowledge_base_id)
     hybrid = KnowledgeBaseRetriever(tenant=tenant, knowledge_base_id=ours.knowledge_base_id, k=10)
     assert SECRET not in {d.page_content for d in hybrid.invoke(SECRET)}
 

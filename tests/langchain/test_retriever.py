@@ -142,7 +142,7 @@ def test_a_missing_knowledge_base_is_a_clear_error(manuals):
 
 def test_get_retriever_is_a_vector_store_retriever_running_the_hybrid_search(manuals):
     service = RAGService(manuals.tenant)
-    retriever = service.get_retriever(manuals.pk, k=2, mode="keyword")
+    retriever = service.get_retriever(knowledge_base_id=manuals.pk, k=2, mode="keyword")
     assert isinstance(retriever, VectorStoreRetriever)
     assert isinstance(retriever.vectorstore, KnowledgeBaseVectorStore)
     assert retriever.search_type == "hybrid"
@@ -154,4 +154,4 @@ def test_get_retriever_is_a_vector_store_retriever_running_the_hybrid_search(man
     assert nearest.id == str(manuals.documents_by_name["valves.md"].pk)
     assert nearest.metadata == {}
     with pytest.raises(TypeError, match="unknown search options: fetch"):
-        service.get_retriever(manuals.pk, fetch=3)
+        service.get_retriever(knowledge_base_id=manuals.pk, fetch=3)

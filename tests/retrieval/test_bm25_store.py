@@ -539,5 +539,6 @@ def test_bm25_available_reports_missing_dependencies_once(monkeypatch, caplog):
         assert availability.bm25_available() is False
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 1
-    assert "BM25 dependencies unavailable, using vector-only search mode" in messages[0]
-    assert "rank_bm25" in messages[0]
+    first_line, detail = messages[0].split("\n", 1)
+    assert first_line == "⚠️ BM25 dependencies unavailable, using vector-only search mode"
+    assert "rank_bm25" in detail
