@@ -1,21 +1,32 @@
-"""The evaluation harness behind ``manage.py evaluate DATASET_DIR``: retrieval quality on a
-BEIR-layout collection.
+"""The evaluation harness behind ``manage.py evaluate DATASET_DIR [DATASET_DIR ...]``:
+retrieval quality on BEIR-layout collections.
 
-Ingests ``corpus.jsonl`` (one document per line: title + text) into a throwaway tenant's
+Ingests each ``corpus.jsonl`` (one document per line: title + text) into a throwaway tenant's
 knowledge base (or ``--kbs N`` knowledge bases, documents dealt round-robin, searched together
 with multi-KB search) through the real ingestion pipeline and KB defaults, runs every judged
-query of ``queries.jsonl``, maps chunk hits to documents (a document counts once, at its best
-chunk's rank) and scores the run against ``qrels/test.tsv`` with ir-measures: nDCG@10,
+query of each ``queries.jsonl``, maps chunk hits to documents (a document counts once, at its
+best chunk's rank) and scores the run against ``qrels/test.tsv`` with ir-measures: nDCG@10,
 Recall@100 and MRR@10, plus ingestion time and query latency. It deletes what it created.
+
+Several datasets share one knowledge base (a mixed Chinese and English one is one command);
+their ids are namespaced ``<folder>/<id>``, the top-level figures are over all queries and
+``datasets`` holds each dataset's own, from its queries only. Judged queries that are empty or
+blank are skipped and counted (``skipped_queries``). ``--typos`` makes one seeded random edit
+in one word of 5+ Latin letters of every query (``add_typo``); queries without such a word
+(Chinese ones) stay as they are and are counted in ``typos.unchanged``.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import random
+import re
 import statistics
+import string
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +47,13 @@ from tenancy.models import Tenant
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("dataset", type=Path)
+    parser.add_argument(
+        "datasets",
+        type=Path,
+        nargs="+",
+        metavar="dataset",
+        help="BEIR-layout folders; several are ingested into one knowledge base",
+    )
     parser.add_argument("--mode", choices=[m.value for m in SearchMode], default="auto")
     parser.add_argument(
         "--embedding",
@@ -48,7 +65,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--chunk-size", type=int)
     parser.add_argument("--chunk-overlap", type=int)
     parser.add_argument("--weights", choices=["calibrated", "fixed"], default="calibrated")
-    parser.add_argument("--max-queries", type=int, help="only the first N judged queries")
+    parser.add_argument("--max-queries", type=int, help="only the first N judged queries of each")
+    parser.add_argument(
+        "--typos",
+        action="store_true",
+        help="one random edit in one word of 5+ letters of every query (seeded by --seed)",
+    )
+    parser.add_argument("--seed", type=int, default=13, help="seed of --typos")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the tenant for inspection")
 
@@ -61,23 +84,108 @@ def run(options: dict[str, Any]) -> str:
     return "\n".join(f"{key:>16}: {value}" for key, value in report.items())
 
 
+@dataclass
+class Dataset:
+    """One collection, read: its documents, its judged non-blank queries and their qrels."""
+
+    name: str
+    corpus: list[dict]
+    queries: list[dict]
+    qrels: list[ir_measures.Qrel]
+    skipped_queries: int  # judged but empty or blank
+
+
 def evaluate(options: dict[str, Any]) -> dict[str, Any]:
-    dataset: Path = options["dataset"]
-    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
-        if not (dataset / name).is_file():
-            raise CommandError(f"{dataset / name} is missing (BEIR layout expected)")
     if options["kbs"] < 1:
         raise CommandError("--kbs must be at least 1")
-    corpus = read_jsonl(dataset / "corpus.jsonl")
-    qrels = read_qrels(dataset / "qrels" / "test.tsv")
-    judged = {q.query_id for q in qrels}
-    queries = [q for q in read_jsonl(dataset / "queries.jsonl") if q["_id"] in judged]
-    if options["max_queries"]:
-        queries = queries[: options["max_queries"]]
-        kept = {q["_id"] for q in queries}
-        qrels = [q for q in qrels if q.query_id in kept]
+    paths: list[Path] = options["datasets"]
+    names = dataset_names(paths)
+    several = len(paths) > 1
+    datasets = [
+        load_dataset(path, name, namespaced=several, max_queries=options["max_queries"])
+        for path, name in zip(paths, names, strict=True)
+    ]
+    typos = None
+    if options["typos"]:
+        typos = {"changed": 0, "unchanged": 0}
+        for dataset in datasets:
+            for query in dataset.queries:
+                seed = f"{options['seed']}:{query['_id']}"
+                rng = random.Random(seed)  # noqa: S311 - reproducible test input, not a secret
+                misspelt = add_typo(query["text"], rng)
+                typos["unchanged" if misspelt is None else "changed"] += 1
+                query["text"] = misspelt or query["text"]
     with throwaway_tenants("eval", keep=options["keep"]) as (tenant,):
-        return _evaluate(tenant, corpus, queries, qrels, options)
+        report = _evaluate(tenant, datasets, options)
+    if typos is not None:
+        report["typos"] = typos
+    return report
+
+
+def dataset_names(paths: list[Path]) -> list[str]:
+    """Each folder's name, made unique with a number where two folders share one."""
+    names: list[str] = []
+    for path in paths:
+        name = path.resolve().name or "dataset"
+        candidate, n = name, 2
+        while candidate in names:
+            candidate, n = f"{name}-{n}", n + 1
+        names.append(candidate)
+    return names
+
+
+def load_dataset(
+    path: Path, name: str, *, namespaced: bool, max_queries: int | None = None
+) -> Dataset:
+    """A BEIR-layout folder. With ``namespaced`` (several datasets in one knowledge base)
+    document and query ids become ``name/id``, so ids that two collections share stay apart."""
+    for part in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        if not (path / part).is_file():
+            raise CommandError(f"{path / part} is missing (BEIR layout expected)")
+    prefix = f"{name}/" if namespaced else ""
+    corpus = [{**doc, "_id": prefix + str(doc["_id"])} for doc in read_jsonl(path / "corpus.jsonl")]
+    qrels = [
+        ir_measures.Qrel(prefix + q.query_id, prefix + q.doc_id, q.relevance)
+        for q in read_qrels(path / "qrels" / "test.tsv")
+    ]
+    judged = {q.query_id for q in qrels}
+    queries = [
+        {**q, "_id": prefix + str(q["_id"])}
+        for q in read_jsonl(path / "queries.jsonl")
+        if prefix + str(q["_id"]) in judged
+    ]
+    if max_queries:
+        queries = queries[:max_queries]
+    asked = [q for q in queries if str(q.get("text") or "").strip()]
+    kept = {q["_id"] for q in asked}
+    qrels = [q for q in qrels if q.query_id in kept]
+    return Dataset(name, corpus, asked, qrels, skipped_queries=len(queries) - len(asked))
+
+
+_TYPO_WORD = re.compile(r"[A-Za-z]{5,}")
+
+
+def add_typo(text: str, rng: random.Random) -> str | None:
+    """``text`` with one random edit (insert, delete, substitute or swap two neighbouring
+    letters) in one randomly chosen word of 5+ Latin letters; None when it has no such word."""
+    words = list(_TYPO_WORD.finditer(text))
+    if not words:
+        return None
+    word = rng.choice(words)
+    letters = list(word.group())
+    at = rng.randrange(len(letters))
+    edit = rng.choice(("insert", "delete", "substitute", "transpose"))
+    swappable = [i for i in range(len(letters) - 1) if letters[i] != letters[i + 1]]
+    if edit == "transpose" and swappable:
+        i = rng.choice(swappable)
+        letters[i], letters[i + 1] = letters[i + 1], letters[i]
+    elif edit == "insert":
+        letters.insert(at, rng.choice(string.ascii_lowercase))
+    elif edit == "delete":
+        del letters[at]
+    else:  # substitute (also a transpose where no two neighbours differ)
+        letters[at] = rng.choice([c for c in string.ascii_lowercase if c != letters[at].lower()])
+    return text[: word.start()] + "".join(letters) + text[word.end() :]
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -94,7 +202,22 @@ def read_qrels(path: Path) -> list[ir_measures.Qrel]:
     return qrels
 
 
-def _evaluate(tenant: Tenant, corpus, queries, qrels, options) -> dict[str, Any]:
+MEASURES = (nDCG @ 10, R @ 100, RR @ 10)
+
+
+def scores(qrels: list[ir_measures.Qrel], run: list[ir_measures.ScoredDoc]) -> dict[str, float]:
+    """nDCG@10, Recall@100 and MRR@10 by ir-measures, rounded to 4 places."""
+    values = ir_measures.calc_aggregate(MEASURES, qrels, run)
+    return {
+        "ndcg@10": round(values[nDCG @ 10], 4),
+        "recall@100": round(values[R @ 100], 4),
+        "mrr@10": round(values[RR @ 10], 4),
+    }
+
+
+def _evaluate(tenant: Tenant, datasets: list[Dataset], options) -> dict[str, Any]:
+    corpus = [doc for dataset in datasets for doc in dataset.corpus]
+    queries = [query for dataset in datasets for query in dataset.queries]
     settings_fields = {}
     if options["chunk_size"]:
         settings_fields["chunk_size"] = options["chunk_size"]
@@ -158,13 +281,16 @@ def _evaluate(tenant: Tenant, corpus, queries, qrels, options) -> dict[str, Any]
         if (i + 1) % 100 == 0 or i + 1 == len(queries):
             sys.stderr.write(f"\rsearched {i + 1}/{len(queries)}")
     sys.stderr.write("\n")
-    scores = ir_measures.calc_aggregate([nDCG @ 10, R @ 100, RR @ 10], qrels, run_)
     latencies.sort()
+    per_dataset = {}
+    for dataset in datasets:
+        ids = {query["_id"] for query in dataset.queries}
+        mine = [scored for scored in run_ if scored.query_id in ids]
+        per_dataset[dataset.name] = scores(dataset.qrels, mine) | {"queries": len(ids)}
     return {
-        "ndcg@10": round(scores[nDCG @ 10], 4),
-        "recall@100": round(scores[R @ 100], 4),
-        "mrr@10": round(scores[RR @ 10], 4),
+        **scores([q for dataset in datasets for q in dataset.qrels], run_),
         "queries": len(queries),
+        "skipped_queries": sum(dataset.skipped_queries for dataset in datasets),
         "documents": len(corpus),
         "failed_documents": failed,
         "ingest_s": round(ingest_s, 1),
@@ -180,4 +306,5 @@ def _evaluate(tenant: Tenant, corpus, queries, qrels, options) -> dict[str, Any]
         "calibration": calibrations,
         "chunk_size": kbs[0].chunk_size,
         "chunk_overlap": kbs[0].chunk_overlap,
+        "datasets": per_dataset,
     }
