@@ -152,6 +152,20 @@ class BM25Index:
         term_id = self._vocab.get(term)
         return None if term_id is None else float(self._idf[term_id])
 
+    def document_frequency(self, term: str) -> int:
+        """How many documents hold ``term`` (0 for an unknown term)."""
+        term_id = self._vocab.get(term)
+        if term_id is None:
+            return 0
+        return int(self._offsets[term_id + 1] - self._offsets[term_id])
+
+    def terms(self) -> Iterable[str]:
+        """The vocabulary (every term some document holds), in no particular order."""
+        return self._vocab.keys()
+
+    def __contains__(self, term: object) -> bool:
+        return term in self._vocab
+
     def get_scores(self, query: Sequence[str]) -> np.ndarray:
         """BM25 score of every document, in build order (float64, as rank_bm25 returns)."""
         return self._accumulate(query)[0]

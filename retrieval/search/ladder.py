@@ -1,13 +1,22 @@
-"""The keyword leg's retry ladder, for queries whose BM25 search found nothing.
+"""The keyword leg's retry ladder, for queries whose BM25 search found nothing or only weak
+hits: hits that match what is left of a query after the knowledge base failed to know one of its
+words of 5+ letters (a typo in the rare word that mattered, most often).
 
-Rungs, stopping at the first that finds something, every attempt recorded for the trace:
+Rungs, stopping at the first that finds something, every attempt recorded for the trace; a rung
+that could not change the result is not run:
 
-1. ``strongest_term``: the query's single most selective known term (highest idf), alone.
+1. ``corrected_query``: the query with its unknown words corrected against the knowledge base's
+   vocabulary (``retrieval.search.spelling``); run when some word could be corrected. When the
+   query found weak hits, this is the only rung, and its hits replace them.
 2. ``sanitised_query``: punctuation and query syntax dropped, identifiers split at letter/digit
-   and case boundaries (``TH-01?`` -> ``TH 01``), stopwords kept.
-3. ``sanitised_strongest_term``: the strongest term of the sanitised query.
-4. ``fuzzy_title``: documents whose title shares character trigrams with the query with a
-   Jaccard similarity >= 0.3 (typos, transliterations); their first chunks are returned.
+   and case boundaries (``TH-01?`` -> ``TH 01``), stopwords kept; run when that gives other
+   tokens than the query's.
+3. ``fuzzy_title``: documents whose title shares character trigrams with the query with a
+   Jaccard similarity >= 0.3 (transliterations, words too short to correct); their first
+   chunks are returned.
+
+(A query's own strongest term alone, once a rung here, can never find what the whole query did
+not: BM25 scores every document holding any of the query's terms.)
 
 Pure functions here; the search service supplies the index and the titles.
 """
@@ -21,6 +30,7 @@ import numpy as np
 
 from knowledge.analysis import Analyzer, AnalyzerConfig, normalize
 from retrieval.bm25 import BM25Index
+from retrieval.search.spelling import corrected_tokens, corrections
 
 FUZZY_TITLE_MIN_JACCARD = 0.3
 _CASE_OR_DIGIT_BOUNDARY = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])")
@@ -30,13 +40,6 @@ _NOT_WORD = re.compile(r"[^\w]+")
 def sanitise(query: str) -> str:
     spaced = _CASE_OR_DIGIT_BOUNDARY.sub(" ", query)
     return " ".join(_NOT_WORD.sub(" ", spaced).split())
-
-
-def strongest_term(index: BM25Index, tokens: Sequence[str]) -> str | None:
-    known = [(index.idf(t), t) for t in dict.fromkeys(tokens) if index.idf(t) is not None]
-    if not known:
-        return None
-    return max(known, key=lambda pair: (pair[0], pair[1]))[1]
 
 
 def trigrams(text: str) -> set[str]:
@@ -67,43 +70,53 @@ def run_ladder(
     *,
     query: str,
     tokens: Sequence[str],
+    hits: list[tuple[int, float]],
     index: BM25Index,
+    analyzer: Analyzer,
     limit: int,
     allowed: np.ndarray | None,
     user_words: Sequence[str],
     titles: Callable[[], Iterable[tuple[int, str]]],
     first_chunks: Callable[[list[int]], dict[int, int]],
 ) -> tuple[list[tuple[int, float]], list[dict]]:
-    """Climb the ladder; returns (hits as (chunk id, score), attempts)."""
+    """Climb the ladder from the query's own ``hits`` when they are none or weak; returns
+    (hits as (chunk id, score), attempts). Nothing to climb: ``hits`` and no attempt."""
     attempts: list[dict] = []
 
-    def attempt(rung: str, terms: Sequence[str] | None) -> list[tuple[int, float]]:
-        hits = index.search(list(terms), limit, allowed) if terms else []
-        attempts.append({"rung": rung, "terms": list(terms or []), "hits": len(hits)})
-        return hits
+    def attempt(rung: str, terms: Sequence[str], **detail) -> list[tuple[int, float]]:
+        found = index.search(list(terms), limit, allowed)
+        attempts.append({"rung": rung, "terms": list(terms), "hits": len(found), **detail})
+        return found
 
-    term = strongest_term(index, tokens)
-    if hits := attempt("strongest_term", [term] if term else None):
+    fixes = corrections(query, analyzer, index)
+    if hits and not fixes:  # hits are weak only when a word was unknown and correctable
         return hits, attempts
+    if fixes:
+        fixed = attempt(
+            "corrected_query",
+            corrected_tokens(list(tokens), fixes, analyzer),
+            corrected={fix.word: list(fix.terms) for fix in fixes},
+        )
+        if fixed or hits:
+            return fixed or hits, attempts
     keep_stopwords = Analyzer(AnalyzerConfig(stopwords=False, user_words=tuple(user_words)))
     sanitised_tokens = keep_stopwords.tokens(sanitise(query))
-    if hits := attempt("sanitised_query", sanitised_tokens):
-        return hits, attempts
-    term = strongest_term(index, sanitised_tokens)
-    if hits := attempt("sanitised_strongest_term", [term] if term else None):
-        return hits, attempts
+    # Only terms the index holds score, and the query's own found nothing: only new ones can.
+    new_terms = {t for t in sanitised_tokens if t in index} - set(tokens)
+    if new_terms and (found := attempt("sanitised_query", sanitised_tokens)):
+        return found, attempts
     matches = fuzzy_titles(query, titles())[:limit]
     chunk_of = first_chunks([doc_id for doc_id, _ in matches])
-    hits = [(chunk_of[doc_id], score) for doc_id, score in matches if doc_id in chunk_of]
+    found = [(chunk_of[doc_id], score) for doc_id, score in matches if doc_id in chunk_of]
     if allowed is not None:
         permitted = set(allowed.tolist())
-        hits = [(chunk_id, score) for chunk_id, score in hits if chunk_id in permitted]
+        found = [(chunk_id, score) for chunk_id, score in found if chunk_id in permitted]
     attempts.append(
         {
             "rung": "fuzzy_title",
             "terms": [],
-            "hits": len(hits),
+            "hits": len(found),
             "titles": [round(score, 3) for _, score in matches[:5]],
         }
     )
-    return hits, attempts
+    return found, attempts

@@ -185,30 +185,28 @@ class Legs:
         except Exception:  # the keyword leg failing must not fail the search
             logger.exception("BM25 index unavailable for knowledge base %s", kb.pk)
             return "BM25 unavailable"
-        tokens = get_analyzer(kb.user_words).tokens(self.query)
+        analyzer = get_analyzer(kb.user_words)
+        tokens = analyzer.tokens(self.query)
         allowed = self._allowed(plan)
         limit = plan.candidates + len(self.filters.exclude_chunk_ids)
-        hits = self.filters.without_excluded(
-            handle.index.search(tokens, limit, allowed), plan.candidates
+        hits, attempts = run_ladder(
+            query=self.query,
+            tokens=tokens,
+            hits=handle.index.search(tokens, limit, allowed),
+            index=handle.index,
+            analyzer=analyzer,
+            limit=limit,
+            allowed=allowed,
+            user_words=kb.user_words,
+            titles=lambda: (
+                selectors.documents(self.tenant, kb)
+                .filter(status=Document.Status.READY)
+                .values_list("pk", "title")
+            ),
+            first_chunks=lambda ids: self._first_chunks(kb, ids),
         )
-        attempts: list[dict] = []
-        if not hits:
-            hits, attempts = run_ladder(
-                query=self.query,
-                tokens=tokens,
-                index=handle.index,
-                limit=limit,
-                allowed=allowed,
-                user_words=kb.user_words,
-                titles=lambda: (
-                    selectors.documents(self.tenant, kb)
-                    .filter(status=Document.Status.READY)
-                    .values_list("pk", "title")
-                ),
-                first_chunks=lambda ids: self._first_chunks(kb, ids),
-            )
-            hits = self.filters.without_excluded(hits, plan.candidates)
-            self.trace.retry_ladder.extend({"knowledge_base_id": kb.pk, **a} for a in attempts)
+        hits = self.filters.without_excluded(hits, plan.candidates)
+        self.trace.retry_ladder.extend({"knowledge_base_id": kb.pk, **a} for a in attempts)
         plan.found[Leg.KEYWORD] = hits
         plan.run.add(Leg.KEYWORD)
         leg = self.trace.keyword

@@ -147,14 +147,26 @@ def test_bm25_unavailable_falls_back_to_vector(manuals, monkeypatch):
 def test_retry_ladder_sanitised_query(manuals):
     result = RAGService(manuals.tenant).search("ZX81?", manuals.pk, mode="keyword")
     rungs = [(a["rung"], a["hits"] > 0) for a in result.trace.retry_ladder]
-    assert rungs == [("strongest_term", False), ("sanitised_query", True)]
+    # ("strongest_term" is gone: the query's own term alone could never find more.)
+    assert rungs == [("sanitised_query", True)]
     assert titles(result) == ["controller"]
 
 
-def test_retry_ladder_ends_with_fuzzy_titles(manuals):
+def test_retry_ladder_corrects_a_typo_against_the_vocabulary(manuals):
+    # "handbok" (7 letters) is one edit from "handbook"; "Pmup" is too short to correct.
     result = RAGService(manuals.tenant).search("Pmup handbok", manuals.pk, mode="keyword")
+    ladder = result.trace.retry_ladder
+    assert [(a["rung"], a["hits"] > 0) for a in ladder] == [("corrected_query", True)]
+    assert ladder[0]["corrected"] == {"handbok": ["handbook"]}
+    assert titles(result)[0] == "Pump handbook"
+
+
+def test_retry_ladder_ends_with_fuzzy_titles(manuals):
+    # Nothing to correct ("pmp" is short, "handbk" two edits from "handbook") and no new term
+    # once sanitised: only the titles' trigrams are left.
+    result = RAGService(manuals.tenant).search("pmp handbk", manuals.pk, mode="keyword")
     rungs = [a["rung"] for a in result.trace.retry_ladder]
-    assert rungs == ["strongest_term", "sanitised_query", "sanitised_strongest_term", "fuzzy_title"]
+    assert rungs == ["fuzzy_title"]
     assert titles(result) == ["Pump handbook"]
 
 
