@@ -79,16 +79,11 @@ def test_datasets_are_namespaced_and_blank_queries_skipped(tmp_path):
     assert dataset_names([tmp_path / "a" / "x", tmp_path / "b" / "x"]) == ["x", "x-2"]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_evaluate_two_datasets_in_one_knowledge_base(tmp_path):
-    english = write_beir(tmp_path / "en", ENGLISH_DOCS, ENGLISH_QUERIES)
-    chinese = write_beir(tmp_path / "zh", CHINESE_DOCS, CHINESE_QUERIES)
-    tenants_before = Tenant.objects.count()
+def evaluate_keyword(*args) -> dict:
     out = io.StringIO()
     call_command(
         "evaluate",
-        str(english),
-        str(chinese),
+        *map(str, args),
         "--embedding",
         "hash",
         "--mode",
@@ -96,7 +91,15 @@ def test_evaluate_two_datasets_in_one_knowledge_base(tmp_path):
         "--json",
         stdout=out,
     )
-    report = json.loads(out.getvalue())
+    return json.loads(out.getvalue())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_evaluate_two_datasets_in_one_knowledge_base(tmp_path):
+    english = write_beir(tmp_path / "en", ENGLISH_DOCS, ENGLISH_QUERIES)
+    chinese = write_beir(tmp_path / "zh", CHINESE_DOCS, CHINESE_QUERIES)
+    tenants_before = Tenant.objects.count()
+    report = evaluate_keyword(english, chinese)
     assert report["documents"] == 8 and report["failed_documents"] == 0
     assert report["queries"] == 4 and report["skipped_queries"] == 1
     assert set(report["datasets"]) == {"en", "zh"}
@@ -107,21 +110,8 @@ def test_evaluate_two_datasets_in_one_knowledge_base(tmp_path):
     assert {"ndcg@10", "recall@100", "mrr@10", "latency_p50_ms", "kbs"} <= set(report)
     assert Tenant.objects.count() == tenants_before
 
-    out = io.StringIO()
-    call_command(
-        "evaluate",
-        str(english),
-        str(chinese),
-        "--embedding",
-        "hash",
-        "--mode",
-        "keyword",
-        "--typos",
-        "--json",
-        stdout=out,
-    )
     # "stop the flow" and the Chinese queries have no word of five Latin letters
-    assert json.loads(out.getvalue())["typos"] == {"changed": 1, "unchanged": 3}
+    assert evaluate_keyword(english, chinese, "--typos")["typos"] == {"changed": 1, "unchanged": 3}
 
 
 def test_evaluate_refuses_a_folder_that_is_not_beir_before_ingesting(tmp_path):
