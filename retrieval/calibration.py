@@ -13,6 +13,15 @@ with a leg that is mostly noise is worse than the good leg alone. Windows cut fr
 favour the keyword leg (their words are verbatim), so a vector leg that helps on real
 questions still scores below it here; the ratio keeps such a leg and drops a model that does
 not know the language (measured on public datasets in docs/performance.md).
+
+By script: a knowledge base mixing Chinese and English documents needs two weight pairs, not
+one set mostly by whichever language has more chunks (an English model may be good on its
+English chunks and useless on the Chinese ones). So chunks are bucketed by the script writing
+most of them (``knowledge.embeddings.coverage``); every bucket with at least
+``RAG_CALIBRATION_MIN_CHUNKS`` chunks of its own (estimated from a sample in a large knowledge
+base) is calibrated on pseudo-queries cut from its own chunks, and a query uses the weights of
+its script's bucket (``calibration["scripts"]``). The whole knowledge base's pair stays for
+queries of other scripts.
 """
 
 from __future__ import annotations
@@ -21,8 +30,10 @@ import random
 import re
 from dataclasses import asdict, dataclass
 
+from django.conf import settings
 from django.utils import timezone
 
+from knowledge.embeddings.coverage import dominant_script, script_units
 from knowledge.models import Chunk, Document, KnowledgeBase
 from retrieval.search import RAGService
 from tenancy.models import Tenant
@@ -32,6 +43,7 @@ WINDOW_WORDS = 12
 WINDOW_HAN_CHARS = 16
 DISTRUST_RATIO = 0.5
 SEARCH_DEPTH = 20
+BUCKET_SAMPLE = 10 * SAMPLE  # chunks read to find the scripts of a large knowledge base
 _WORD = re.compile(r"\w+")
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
@@ -80,7 +92,8 @@ def weights_from(vector_mrr: float | None, keyword_mrr: float) -> tuple[float, f
 def calibrate(
     tenant: Tenant, knowledge_base: KnowledgeBase, sample: int = SAMPLE, seed: int = 13
 ) -> Calibration:
-    """Measure both legs on pseudo-queries and store the weights on the knowledge base."""
+    """Measure both legs on pseudo-queries and store the weights on the knowledge base: the
+    whole knowledge base's, and each large enough script bucket's."""
     rng = random.Random(f"{seed}:{knowledge_base.pk}")  # noqa: S311 - sampling, not secrets
     chunk_ids = list(
         Chunk.objects.filter(
@@ -89,6 +102,54 @@ def calibrate(
     )
     chosen = rng.sample(chunk_ids, min(sample, len(chunk_ids)))
     rows = Chunk.objects.filter(pk__in=chosen).order_by("pk").values_list("document_id", "content")
+    overall = _measure(tenant, knowledge_base, list(rows), rng, len(chunk_ids))
+    buckets = _buckets(chunk_ids, rng, sample)
+    record = overall.to_dict()
+    if len(buckets) > 1:  # one script: the whole knowledge base's pair is that script's
+        record["scripts"] = {
+            script: _measure(tenant, knowledge_base, rows, rng, size).to_dict()
+            for script, (rows, size) in buckets.items()
+        }
+    KnowledgeBase.objects.filter(pk=knowledge_base.pk, tenant=tenant).update(
+        calibrated_vector_weight=overall.vector_weight,
+        calibrated_keyword_weight=overall.keyword_weight,
+        calibrated_at=timezone.now(),
+        calibration=record,
+    )
+    knowledge_base.refresh_from_db()
+    return overall
+
+
+def _buckets(
+    chunk_ids: list[int], rng: random.Random, sample: int
+) -> dict[str, tuple[list[tuple[int, str]], int]]:
+    """Script -> (up to ``sample`` of its chunks as (document id, content), its estimated
+    chunk count), for scripts with at least RAG_CALIBRATION_MIN_CHUNKS chunks."""
+    read = rng.sample(chunk_ids, min(BUCKET_SAMPLE, len(chunk_ids)))
+    rows = Chunk.objects.filter(pk__in=read).order_by("pk").values_list("document_id", "content")
+    by_script: dict[str, list[tuple[int, str]]] = {}
+    for doc_id, content in rows:
+        script = dominant_script(script_units(content))
+        if script is not None:
+            by_script.setdefault(script.value, []).append((doc_id, content))
+    scale = len(chunk_ids) / len(read) if read else 0.0
+    buckets = {}
+    for script, members in sorted(by_script.items()):
+        size = round(len(members) * scale)
+        if size >= settings.RAG_CALIBRATION_MIN_CHUNKS:
+            buckets[script] = (rng.sample(members, min(sample, len(members))), size)
+    return buckets
+
+
+def _measure(
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase,
+    rows: list[tuple[int, str]],
+    rng: random.Random,
+    chunks: int,
+) -> Calibration:
+    """Both legs' MRR on pseudo-queries cut from ``rows`` (document id, content), the weights
+    they give."""
     queries = [(doc_id, pseudo_query(content, rng)) for doc_id, content in rows]
     queries = [(doc_id, text) for doc_id, text in queries if text.strip()]
     service = RAGService(tenant)
@@ -101,7 +162,11 @@ def calibrate(
         total = 0.0
         for doc_id, text in queries:
             result = service.search(
-                text, knowledge_base.pk, mode=mode, top_k=SEARCH_DEPTH, score_threshold=0.0
+                text,
+                knowledge_base.pk,
+                mode=mode,
+                top_k=SEARCH_DEPTH,
+                score_threshold=0.0,
             )
             if result.trace.mode_used != mode:
                 raise _LegUnavailable(mode)
@@ -118,23 +183,15 @@ def calibrate(
         except _LegUnavailable:
             vector_mrr = None
     vector_weight, keyword_weight, rule = weights_from(vector_mrr, keyword_mrr)
-    calibration = Calibration(
+    return Calibration(
         vector_weight,
         keyword_weight,
         None if vector_mrr is None else round(vector_mrr, 4),
         round(keyword_mrr, 4),
         len(queries),
         rule,
-        len(chunk_ids),
+        chunks,
     )
-    KnowledgeBase.objects.filter(pk=knowledge_base.pk, tenant=tenant).update(
-        calibrated_vector_weight=vector_weight,
-        calibrated_keyword_weight=keyword_weight,
-        calibrated_at=timezone.now(),
-        calibration=calibration.to_dict(),
-    )
-    knowledge_base.refresh_from_db()
-    return calibration
 
 
 class _LegUnavailable(Exception):

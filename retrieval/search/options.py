@@ -10,7 +10,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from django.conf import settings
 
-from knowledge.embeddings.coverage import Script, coverage, describe, uncovered_share
+from knowledge.embeddings.coverage import (
+    Script,
+    coverage,
+    describe,
+    dominant_script,
+    uncovered_share,
+)
 from knowledge.models import KnowledgeBase
 from retrieval.search.errors import InvalidSearch
 from retrieval.search.types import (
@@ -103,7 +109,7 @@ def plan_for(kb: KnowledgeBase, options: SearchOptions, query_units: Counter[Scr
     """The knowledge base's defaults overridden by the request's options, and the language
     rule applied to the weights (``query_units``: the query's script units)."""
     top_k = options.top_k or kb.top_k
-    leg_weights, source = weights(kb, options)
+    leg_weights, source = weights(kb, options, query_units)
     trace = KnowledgeBaseTrace(
         knowledge_base_id=kb.pk, name=kb.name, weights={}, weight_source=source
     )
@@ -152,10 +158,19 @@ def language_rule(
     trace.language = f"vector leg off: {why}"
 
 
-def weights(kb: KnowledgeBase, options: SearchOptions) -> tuple[dict[Leg, float], str]:
+def weights(
+    kb: KnowledgeBase, options: SearchOptions, query_units: Counter[Script] | None = None
+) -> tuple[dict[Leg, float], str]:
     """The fusion weight of each leg and where they come from: the request's, else the
-    knowledge base's calibrated weights once measured, else its fixed ones."""
-    if (
+    knowledge base's calibrated weights once measured (those of the query's script when the
+    knowledge base calibrated that script on its own: source ``calibrated:<script>``), else its
+    fixed ones."""
+    script = dominant_script(query_units) if query_units else None
+    by_script = ((kb.calibration or {}).get("scripts") or {}).get(script.value if script else "")
+    if kb.weight_mode == KnowledgeBase.WeightMode.CALIBRATED and by_script:
+        base = {Leg.VECTOR: by_script["vector_weight"], Leg.KEYWORD: by_script["keyword_weight"]}
+        source = f"{WeightSource.CALIBRATED}:{script}"
+    elif (
         kb.weight_mode == KnowledgeBase.WeightMode.CALIBRATED
         and kb.calibrated_vector_weight is not None
     ):
