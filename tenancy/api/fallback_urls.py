@@ -8,4 +8,4 @@ from django.views.decorators.csrf import csrf_exempt
 
 from tenancy.api.errors import not_found
 
-urlpatterns = [re_path(r"", csrf_exempt(not_found))]
+urlpatterns = [re_path(r"", csrf_exempt(not_found), name="api-fallback")]
