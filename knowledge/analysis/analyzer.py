@@ -80,6 +80,15 @@ def _english_stem() -> Callable[[str], str]:
     return stem
 
 
+def _uncached_english_stem() -> Callable[[str], str]:
+    """The same stemmer without PyStemmer's cache, which makes a word seen once (a spelling
+    candidate) many times slower to stem than a word seen before; same output."""
+    stem = getattr(_thread_local, "uncached_stem", None)
+    if stem is None:
+        stem = _thread_local.uncached_stem = Stemmer.Stemmer("english", 0).stemWord
+    return stem
+
+
 @dataclass(frozen=True)
 class AnalyzerConfig:
     """The choices that change an analyser's output."""
@@ -123,6 +132,14 @@ class Analyzer:
             ):
                 out.append(compound)
         return out
+
+    def word_token(self, word: str) -> str | None:
+        """The token of one lower-case word of Latin letters, as ``tokens`` gives it, without
+        the pipeline around it (None for a stopword or an over-long word): spelling correction
+        analyses hundreds of candidate words per unknown query word."""
+        if len(word) > MAX_TOKEN_CHARS or word in self._stop_en:
+            return None
+        return _uncached_english_stem()(word) if self.config.stem else word
 
     def chunk_tokens(
         self, content: str, title: str = "", heading_path: Sequence[str] = ()

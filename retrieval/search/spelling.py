@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from rapidfuzz.distance import DamerauLevenshtein
 from rapidfuzz.process import extract
@@ -90,23 +91,37 @@ def corrected_tokens(tokens: list[str], fixes: list[Correction], analyzer: Analy
 
 
 def _correct_latin(word: str, token: str, analyzer: Analyzer, index: BM25Index) -> str | None:
-    candidates: set[str] = set()
-    for variant in _one_edit(word):
-        analysed = analyzer.tokens(variant)
-        if len(analysed) == 1 and analysed[0] in index:
-            candidates.add(analysed[0])
+    candidates = {
+        analysed
+        for variant in _one_edit(word)
+        if (analysed := analyzer.word_token(variant)) is not None and analysed in index
+    }
     if not candidates and len(word) >= TWO_EDITS_FROM:
+        by_length = _latin_terms(index)
+        near = [t for n in range(len(token) - 2, len(token) + 3) for t in by_length.get(n, ())]
         matches = extract(
-            token,
-            list(index.terms()),
-            scorer=DamerauLevenshtein.distance,
-            score_cutoff=2,
-            limit=None,
+            token, near, scorer=DamerauLevenshtein.distance, score_cutoff=2, limit=None
         )
-        candidates = {term for term, _, _ in matches if _LATIN_WORD.fullmatch(term)}
+        candidates = {term for term, _, _ in matches}
     if not candidates:
         return None
     return max(candidates, key=lambda term: (index.document_frequency(term), term))
+
+
+_TERMS: WeakKeyDictionary[BM25Index, dict[int, list[str]]] = WeakKeyDictionary()
+
+
+def _latin_terms(index: BM25Index) -> dict[int, list[str]]:
+    """The index's terms of Latin letters by length, listed once per index (indexes are
+    immutable; two edits change a length by two at most)."""
+    terms = _TERMS.get(index)
+    if terms is None:
+        terms = {}
+        for term in index.terms():
+            if _LATIN_WORD.fullmatch(term):
+                terms.setdefault(len(term), []).append(term)
+        _TERMS[index] = terms
+    return terms
 
 
 def _one_edit(word: str) -> set[str]:
