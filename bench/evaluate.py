@@ -14,6 +14,14 @@ their ids are namespaced ``<folder>/<id>``, the top-level figures are over all q
 blank are skipped and counted (``skipped_queries``). ``--typos`` makes one seeded random edit
 in one word of 5+ Latin letters of every query (``add_typo``); queries without such a word
 (Chinese ones) stay as they are and are counted in ``typos.unchanged``.
+
+``--unanswerable N`` measures relevance (``Hit.relevance``): the relevant documents of N queries
+(drawn by ``--seed``) are left out of the corpus, so those queries, and any other whose every
+relevant document went with them, have no answer in the knowledge base. The report adds the
+AUROC of the top hit's relevance (0 without a hit) between answerable and unanswerable queries
+(scikit-learn), ``kept_at_0.5`` (the share of answerable queries with a relevant document
+among their hits of relevance >= 0.5) and ``dropped_at_0.5`` (the share of unanswerable queries
+left with no hit of relevance >= 0.5); nDCG, recall and MRR are over the answerable queries.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import Any
 import ir_measures
 from django.core.management.base import CommandError
 from ir_measures import RR, R, nDCG
+from sklearn.metrics import roc_auc_score
 
 from bench.throwaway import throwaway_tenants
 from knowledge.embeddings import EmbeddingConfig
@@ -71,7 +80,14 @@ def add_arguments(parser) -> None:
         action="store_true",
         help="one random edit in one word of 5+ letters of every query (seeded by --seed)",
     )
-    parser.add_argument("--seed", type=int, default=13, help="seed of --typos")
+    parser.add_argument(
+        "--unanswerable",
+        type=int,
+        default=0,
+        metavar="N",
+        help="leave out the relevant documents of N queries (drawn by --seed); report relevance",
+    )
+    parser.add_argument("--seed", type=int, default=13, help="seed of --typos and --unanswerable")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the tenant for inspection")
 
@@ -115,8 +131,11 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
                 misspelt = add_typo(query["text"], rng)
                 typos["unchanged" if misspelt is None else "changed"] += 1
                 query["text"] = misspelt or query["text"]
+    unanswerable = set()
+    if options.get("unanswerable"):
+        unanswerable = leave_out_answers(datasets, options["unanswerable"], options["seed"])
     with throwaway_tenants("eval", keep=options["keep"]) as (tenant,):
-        report = _evaluate(tenant, datasets, options)
+        report = _evaluate(tenant, datasets, options, unanswerable)
     if typos is not None:
         report["typos"] = typos
     return report
@@ -160,6 +179,31 @@ def load_dataset(
     kept = {q["_id"] for q in asked}
     qrels = [q for q in qrels if q.query_id in kept]
     return Dataset(name, corpus, asked, qrels, skipped_queries=len(queries) - len(asked))
+
+
+def leave_out_answers(datasets: list[Dataset], n: int, seed: int) -> set[str]:
+    """Drop the relevant documents of ``n`` seeded random queries from the corpora; returns the
+    ids of every query left without a relevant document (their qrels are dropped, as are the
+    qrels of the documents that went)."""
+    if n < 0:
+        raise CommandError("--unanswerable must be at least 0")
+    relevant: dict[str, set[str]] = {}
+    for dataset in datasets:
+        for qrel in dataset.qrels:
+            if qrel.relevance > 0:
+                relevant.setdefault(qrel.query_id, set()).add(qrel.doc_id)
+    asked = sorted(relevant)
+    if n > len(asked):
+        raise CommandError(f"--unanswerable {n}: only {len(asked)} queries have answers")
+    chosen = random.Random(f"unanswerable:{seed}").sample(asked, n)  # noqa: S311 - test input
+    gone = set().union(*(relevant[q] for q in chosen)) if chosen else set()
+    unanswerable = {q for q, docs in relevant.items() if docs <= gone}
+    for dataset in datasets:
+        dataset.corpus = [doc for doc in dataset.corpus if doc["_id"] not in gone]
+        dataset.qrels = [
+            q for q in dataset.qrels if q.doc_id not in gone and q.query_id not in unanswerable
+        ]
+    return unanswerable
 
 
 _TYPO_WORD = re.compile(r"[A-Za-z]{5,}")
@@ -215,7 +259,28 @@ def scores(qrels: list[ir_measures.Qrel], run: list[ir_measures.ScoredDoc]) -> d
     }
 
 
-def _evaluate(tenant: Tenant, datasets: list[Dataset], options) -> dict[str, Any]:
+def relevance_report(
+    top: dict[str, float], kept: set[str], unanswerable: set[str]
+) -> dict[str, Any]:
+    """AUROC of the top hit's relevance (answerable = positive), kept and dropped at 0.5."""
+    answerable = [q for q in top if q not in unanswerable]
+    missing = [q for q in top if q in unanswerable]
+    labels = [1] * len(answerable) + [0] * len(missing)
+    values = [top[q] for q in answerable] + [top[q] for q in missing]
+    both = bool(answerable) and bool(missing)
+    return {
+        "auroc": round(float(roc_auc_score(labels, values)), 4) if both else None,
+        "kept_at_0.5": round(len(kept) / len(answerable), 4) if answerable else None,
+        "dropped_at_0.5": round(sum(top[q] < 0.5 for q in missing) / len(missing), 4)
+        if missing
+        else None,
+        "unanswerable": len(missing),
+    }
+
+
+def _evaluate(
+    tenant: Tenant, datasets: list[Dataset], options, unanswerable: set[str]
+) -> dict[str, Any]:
     corpus = [doc for dataset in datasets for doc in dataset.corpus]
     queries = [query for dataset in datasets for query in dataset.queries]
     settings_fields = {}
@@ -261,6 +326,9 @@ def _evaluate(tenant: Tenant, datasets: list[Dataset], options) -> dict[str, Any
 
     service = RAGService(tenant)
     run_, latencies = [], []
+    top: dict[str, float] = {}  # query id -> relevance of its first hit (0: no hit)
+    kept: set[str] = set()  # answerable queries with a relevant hit of relevance >= 0.5
+    relevant = {(q.query_id, q.doc_id) for d in datasets for q in d.qrels if q.relevance > 0}
     kb_ids = [kb.pk for kb in kbs]
     for i, query in enumerate(queries):
         t0 = time.perf_counter()
@@ -272,10 +340,13 @@ def _evaluate(tenant: Tenant, datasets: list[Dataset], options) -> dict[str, Any
             score_threshold=0.0,
         )
         latencies.append((time.perf_counter() - t0) * 1000)
+        top[query["_id"]] = result.hits[0].relevance if result.hits else 0.0
         seen: set[str] = set()
         for rank, hit in enumerate(result.hits):
             doc_id = hit.metadata.get("beir_id")
-            if doc_id and doc_id not in seen:
+            if hit.relevance >= 0.5 and (query["_id"], doc_id) in relevant:
+                kept.add(query["_id"])
+            if doc_id and doc_id not in seen and query["_id"] not in unanswerable:
                 seen.add(doc_id)
                 run_.append(ir_measures.ScoredDoc(query["_id"], doc_id, -float(rank)))
         if (i + 1) % 100 == 0 or i + 1 == len(queries):
@@ -287,8 +358,13 @@ def _evaluate(tenant: Tenant, datasets: list[Dataset], options) -> dict[str, Any
         ids = {query["_id"] for query in dataset.queries}
         mine = [scored for scored in run_ if scored.query_id in ids]
         per_dataset[dataset.name] = scores(dataset.qrels, mine) | {"queries": len(ids)}
+        if unanswerable:
+            mine_top = {q: value for q, value in top.items() if q in ids}
+            per_dataset[dataset.name] |= relevance_report(mine_top, kept & ids, unanswerable)
+    relevance = relevance_report(top, kept, unanswerable) if unanswerable else {}
     return {
         **scores([q for dataset in datasets for q in dataset.qrels], run_),
+        **relevance,
         "queries": len(queries),
         "skipped_queries": sum(dataset.skipped_queries for dataset in datasets),
         "documents": len(corpus),

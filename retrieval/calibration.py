@@ -22,20 +22,35 @@ most of them (``knowledge.embeddings.coverage``); every bucket with at least
 base) is calibrated on pseudo-queries cut from its own chunks, and a query uses the weights of
 its script's bucket (``calibration["scripts"]``). The whole knowledge base's pair stays for
 queries of other scripts.
+
+Relevance: the same sample fits the knowledge base's relevance models
+(``retrieval.relevance``, kept as ``calibration["relevance"]``). Its pseudo-queries are looser
+than the weights' (a share of the window's words left out, Chinese cut into two-character
+pieces) because real questions rarely quote a chunk. Positives: hits from the document a query
+was cut from. Negatives, a third of their weight each: the other hits of those queries, the
+best hits of the same queries with their source document excluded (questions the knowledge
+base cannot answer), and the best hits of queries cut from unrelated everyday text
+(``data/unrelated_text.txt``). Each combination of legs (keyword, vector, hybrid) gets its own
+model, fitted on the searches where exactly those legs ran.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections import defaultdict
 from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
 
 from knowledge.embeddings.coverage import dominant_script, script_units
 from knowledge.models import Chunk, Document, KnowledgeBase
+from retrieval.relevance import RelevanceModel, fit, legs_key
 from retrieval.search import RAGService
+from retrieval.search.types import Leg, SearchFilters
 from tenancy.models import Tenant
 
 SAMPLE = 60
@@ -44,6 +59,10 @@ WINDOW_HAN_CHARS = 16
 DISTRUST_RATIO = 0.5
 SEARCH_DEPTH = 20
 BUCKET_SAMPLE = 10 * SAMPLE  # chunks read to find the scripts of a large knowledge base
+RELEVANCE_DEPTH = 10  # hits of an answerable pseudo-query the relevance fit learns from
+NEGATIVE_DEPTH = 3  # best hits of an unanswerable one
+RELEVANCE_DROP = 0.3  # share of a window's words a relevance pseudo-query leaves out
+UNRELATED = Path(__file__).with_name("data") / "unrelated_text.txt"
 _WORD = re.compile(r"\w+")
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
@@ -110,6 +129,14 @@ def calibrate(
             script: _measure(tenant, knowledge_base, rows, rng, size).to_dict()
             for script, (rows, size) in buckets.items()
         }
+    _store(tenant, knowledge_base, overall, record)
+    # Relevance is fitted on searches with the weights just measured, as searches will run.
+    record["relevance"] = fit_relevance(tenant, knowledge_base, list(rows), rng).to_dict()
+    _store(tenant, knowledge_base, overall, record)
+    return overall
+
+
+def _store(tenant: Tenant, knowledge_base: KnowledgeBase, overall: Calibration, record: dict):
     KnowledgeBase.objects.filter(pk=knowledge_base.pk, tenant=tenant).update(
         calibrated_vector_weight=overall.vector_weight,
         calibrated_keyword_weight=overall.keyword_weight,
@@ -117,7 +144,92 @@ def calibrate(
         calibration=record,
     )
     knowledge_base.refresh_from_db()
-    return overall
+
+
+def relevance_query(content: str, rng: random.Random, foreign: bool = True) -> str:
+    """A pseudo-query for the relevance fit: a window of the chunk with ``RELEVANCE_DROP`` of
+    its pieces (words; two-character pieces of Chinese) left out and, with ``foreign``, up to
+    two pieces of unrelated text of the same script put in (a question's words are rarely all
+    the answer's)."""
+    pieces = _pieces(pseudo_query(content, rng))
+    kept = [piece for piece in pieces if rng.random() >= RELEVANCE_DROP] or pieces
+    if foreign and kept:
+        han = bool(_HAN.search(kept[0]))
+        same = [p for p in unrelated_passages() if bool(_HAN.search(p)) == han]
+        extra = _pieces(pseudo_query(rng.choice(same), rng))
+        for _ in range(rng.randint(0, 2)):
+            kept.insert(rng.randrange(len(kept) + 1), rng.choice(extra))
+    return " ".join(kept)
+
+
+def _pieces(window: str) -> list[str]:
+    if " " in window or not _HAN.search(window):
+        return window.split()
+    return [window[i : i + 2] for i in range(0, len(window), 2)]
+
+
+@cache
+def unrelated_passages() -> tuple[str, ...]:
+    lines = UNRELATED.read_text(encoding="utf-8").splitlines()
+    return tuple(line for line in lines if line.strip() and not line.startswith("#"))
+
+
+def fit_relevance(
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase,
+    rows: list[tuple[int, str]],
+    rng: random.Random,
+) -> RelevanceModel:
+    """Fit the knowledge base's relevance models on pseudo-queries cut from ``rows`` (document
+    id, content) and from unrelated text; see the module docstring."""
+    service = RAGService(tenant)
+    sources = [(doc_id, relevance_query(content, rng)) for doc_id, content in rows]
+    sources = [(doc_id, text) for doc_id, text in sources if text.strip()]
+    unrelated = [relevance_query(p, rng, foreign=False) for p in unrelated_passages()]
+    chunks_of: dict[int, list[int]] = defaultdict(list)
+    for doc_id, chunk_id in Chunk.objects.filter(
+        tenant=tenant, knowledge_base=knowledge_base, document_id__in={d for d, _ in sources}
+    ).values_list("document_id", "pk"):
+        chunks_of[doc_id].append(chunk_id)
+    modes = ["keyword"]
+    if knowledge_base.embedding_provider != KnowledgeBase.EmbeddingProvider.NONE:
+        modes += ["vector", "hybrid"]
+    examples: dict[str, list] = defaultdict(list)
+    groups = (len(sources) or 1, len(sources) or 1, len(unrelated) or 1)
+
+    def run(text: str, mode: str, depth: int, exclude=()):
+        result = service.search(
+            text,
+            knowledge_base.pk,
+            mode=mode,
+            top_k=depth,
+            score_threshold=0.0,
+            filters=SearchFilters(exclude_chunk_ids=frozenset(exclude)),
+        )
+        kb_trace = result.trace.knowledge_bases[0]
+        if kb_trace.warnings:  # a vector leg asked for on text its model does not embed
+            return None, []
+        ran = set(kb_trace.retrieval_path)
+        return legs_key(Leg.KEYWORD in ran, Leg.VECTOR in ran), result.hits
+
+    for mode in modes:
+        for doc_id, text in sources:
+            legs, hits = run(text, mode, RELEVANCE_DEPTH)
+            others = [hit for hit in hits if hit.document_id != doc_id]
+            for hit in hits:
+                if hit.document_id == doc_id:
+                    examples[legs].append((hit.signals, True, 1 / groups[0]))
+                else:
+                    examples[legs].append((hit.signals, False, 1 / groups[0] / len(others)))
+            legs, hits = run(text, mode, NEGATIVE_DEPTH, chunks_of[doc_id])
+            for hit in hits:
+                examples[legs].append((hit.signals, False, 1 / groups[1] / len(hits)))
+        for text in unrelated:
+            legs, hits = run(text, mode, NEGATIVE_DEPTH)
+            for hit in hits:
+                examples[legs].append((hit.signals, False, 1 / groups[2] / len(hits)))
+    models = {legs: fit(legs, found) for legs, found in examples.items() if legs}
+    return RelevanceModel({legs: model for legs, model in models.items() if model is not None})
 
 
 def _buckets(

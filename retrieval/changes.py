@@ -7,7 +7,8 @@ and on commit this module queues:
 - ``invalidate_and_warm``: drop the old BM25 index from every tier and build the new version
   into L3 and L2, so the first search after an upload does not pay for the build; the HNSW
   index for the knowledge base's vector dimension is made sure of on the way;
-- ``calibrate_when_settled``: the label-free calibration of the fusion weights, debounced. Every
+- ``calibrate_when_settled``: the label-free calibration of the fusion weights and the relevance
+  models (for every knowledge base: fixed weights still need relevance), debounced. Every
   change queues it for ``RAG_CALIBRATION_DELAY_S`` later with the version it saw; a task whose
   knowledge base has changed since leaves the work to the task of the later change, so a burst
   of uploads calibrates once, after the last one.
@@ -87,8 +88,6 @@ def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:
         return "deleted"
     if kb.index_version != index_version:
         return "superseded"  # still changing: the task of the last change calibrates
-    if kb.weight_mode != KnowledgeBase.WeightMode.CALIBRATED:
-        return "fixed weights"
     chunks = _searchable_chunks(kb)
     if chunks < settings.RAG_CALIBRATION_MIN_CHUNKS:
         return f"too few chunks ({chunks})"
@@ -107,7 +106,7 @@ def ensure_vector_index_for(kb: KnowledgeBase) -> None:
 
 def reap_index_upkeep() -> dict[str, list[int]]:
     """Queue what a lost task would have done (beat): a BM25 build for every knowledge base
-    whose stored index (L3) is older than its version, and a calibration for every calibrated
+    whose stored index (L3) is older than its version, and a calibration for every
     knowledge base whose last calibration is missing or out of date. Both tasks check again
     when they run, so queuing one too many costs a lookup."""
     from retrieval import tasks
@@ -126,9 +125,7 @@ def reap_index_upkeep() -> dict[str, list[int]]:
     for kb_id, version in stale_index:
         enqueue(tasks.invalidate_and_warm_bm25, kb_id, index_version=version)
     uncalibrated = []
-    for kb in KnowledgeBase.objects.filter(
-        weight_mode=KnowledgeBase.WeightMode.CALIBRATED
-    ).annotate(
+    for kb in KnowledgeBase.objects.annotate(
         chunks=Sum("documents__chunk_count", filter=Q(documents__status=Document.Status.READY))
     ):
         chunks = kb.chunks or 0

@@ -72,5 +72,12 @@ def format_for_tool_output(hits: Sequence[Hit], max_chunks: int = 5) -> str:
         f"Found {len(hits)} relevant chunk{'s' if len(hits) != 1 else ''}; showing {len(shown)}."
     ]
     for number, hit in enumerate(shown, start=1):
-        lines.append(f"\n[{number}] {_label(hit)} (score {hit.score:.3f})\n{hit.content}")
+        lines.append(f"\n[{number}] {_label(hit)} ({_strength(hit)})\n{hit.content}")
     return "\n".join(lines)
+
+
+def _strength(hit: Hit) -> str:
+    """A hit's relevance when it has one (0-1, comparable across searches), else its score."""
+    if hit.relevance is not None:
+        return f"relevance {hit.relevance:.2f}"
+    return f"score {hit.score:.3f}"

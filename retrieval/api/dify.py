@@ -7,9 +7,10 @@ External Knowledge ID. Contract (docs.dify.ai, "External Knowledge API"):
 - request: ``knowledge_id``, ``query``, ``retrieval_setting`` {``top_k``, ``score_threshold``},
   optional ``metadata_condition`` {``logical_operator``, ``conditions`` [{``name``,
   ``comparison_operator``, ``value``}]} (what is supported: ``dify_conditions``);
-- answer: 200 ``{"records": [{"content", "score", "title", "metadata"}]}``, ``score`` being our
-  fused score (0-1), ``metadata`` always an object (the document's metadata and where the chunk
-  comes from);
+- answer: 200 ``{"records": [{"content", "score", "title", "metadata"}]}``, ``score`` being the
+  hit's relevance (0-1, what Dify's score_threshold is compared with; records stay in our
+  fused order, the fused score is ``metadata.fused_score``), ``metadata`` always an object
+  (the document's metadata and where the chunk comes from);
 - errors: ``{"error_code", "error_msg"}``: 1001 invalid Authorization header (403), 1002
   authorization failed (403: unknown or revoked key, or no ``read`` scope), 2001 knowledge does
   not exist (404, also for a knowledge base the key may not use). Our own: 3001 invalid request
@@ -153,10 +154,11 @@ def _record(hit) -> dict:
         "heading_path": hit.heading_path,
         "start_char": hit.start_char,
         "end_char": hit.end_char,
+        "fused_score": hit.score,
     }
     return {
         "content": hit.content,
-        "score": hit.score,
+        "score": hit.relevance,
         "title": hit.document_title,
         "metadata": metadata,
     }

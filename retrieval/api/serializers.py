@@ -72,7 +72,8 @@ class SearchOptionsSerializer(serializers.Serializer):
         max_value=1.0,
         required=False,
         allow_null=True,
-        help_text="Drop hits whose fused score (0-1, 1 = first in every leg) is below it.",
+        help_text="Drop hits whose relevance (0-1) is below it; the order stays fused. 0.5: "
+        "as likely to answer the query as not, by the knowledge base's own calibration.",
     )
     candidate_multiplier = serializers.IntegerField(
         min_value=1, max_value=50, required=False, allow_null=True
@@ -149,7 +150,15 @@ class HitSerializer(serializers.Serializer):
     document_title = serializers.CharField(allow_blank=True)
     original_filename = serializers.CharField(allow_blank=True)
     content = serializers.CharField(allow_blank=True)
-    score = serializers.FloatField(help_text="Fused score, 0-1 (1 = first in every leg).")
+    score = serializers.FloatField(
+        help_text="Fused score, 0-1 (1 = first in every leg): orders the hits, compare within "
+        "one search only."
+    )
+    relevance = serializers.FloatField(
+        allow_null=True,
+        help_text="How likely the hit answers the query, 0-1, comparable across queries "
+        "(score_threshold cuts it). 0.5: as likely as not.",
+    )
     vector_similarity = serializers.FloatField(allow_null=True)
     vector_rank = serializers.IntegerField(allow_null=True)
     bm25_score = serializers.FloatField(allow_null=True)

@@ -4,10 +4,11 @@ search tool use this in agent processes that have no database.
 One rule for every retriever here, local or remote: a hit becomes a Document whose
 ``page_content`` is the chunk's text, whose ``id`` is its document's LangChain id, and whose
 metadata is the hit as the REST API returns it, without ``content``: its ``rank``, the fused
-``score`` and every leg's signal, chunk, document and knowledge base ids, title, file name,
-page, character offsets, heading path, and the document's own metadata under ``"metadata"``; plus
-``"source"`` (the document's own ``source`` if it has one, else its file name) and ``"trace"``
-(how the search was answered; the same object for every document of one search).
+``score``, its ``relevance`` (0-1) and every leg's signal, chunk, document and knowledge base
+ids, title, file name, page, character offsets, heading path, and the document's own metadata
+under ``"metadata"``; plus ``"source"`` (the document's own ``source`` if it has one, else its
+file name) and ``"trace"`` (how the search was answered; the same object for every document of
+one search).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from retrieval.search.types import Hit
 
 # Where a document added through LangChain keeps the id it was added with (in its metadata).
 ID_KEY = "langchain_id"
-_HIT_FIELDS = {f.name for f in fields(Hit)} - {"content", "metadata"}
+_HIT_FIELDS = {f.name for f in fields(Hit)} - {"content", "metadata", "signals"}
 _REQUIRED_DEFAULTS = {
     "chunk_id": 0,
     "document_id": 0,

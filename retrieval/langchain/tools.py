@@ -22,7 +22,8 @@ from retrieval.langchain.remote import RemoteSearchError
 DEFAULT_NAME = "search_knowledge_base"
 DEFAULT_DESCRIPTION = (
     "Search the knowledge base for passages relevant to a question. Input: the question or "
-    "keywords. Output: numbered passages with their document titles and scores; cite them by "
+    "keywords. Output: numbered passages with their document titles and relevance (0-1); cite "
+    "them by "
     "number."
 )
 # LookupError: an unknown knowledge base; ValueError: an invalid query or option.

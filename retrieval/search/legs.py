@@ -21,7 +21,9 @@ from knowledge import selectors
 from knowledge.analysis import get_analyzer
 from knowledge.embeddings import EmbeddingError, config_for_knowledge_base, get_embedder
 from knowledge.models import Document, KnowledgeBase
+from retrieval.bm25.index import BM25Index
 from retrieval.bm25store import BM25Store, bm25_available
+from retrieval.relevance import Reach
 from retrieval.search.errors import KnowledgeBaseNotFound
 from retrieval.search.filters import allowed_chunk_ids
 from retrieval.search.ladder import run_ladder
@@ -206,6 +208,7 @@ class Legs:
             first_chunks=lambda ids: self._first_chunks(kb, ids),
         )
         hits = self.filters.without_excluded(hits, plan.candidates)
+        plan.reach = _reach(handle.index, tokens, attempts)
         self.trace.retry_ladder.extend({"knowledge_base_id": kb.pk, **a} for a in attempts)
         plan.found[Leg.KEYWORD] = hits
         plan.run.add(Leg.KEYWORD)
@@ -242,3 +245,13 @@ class Legs:
         for document_id, chunk_id in rows:
             first.setdefault(document_id, chunk_id)
         return first
+
+
+def _reach(index: BM25Index, tokens: list[str], attempts: list[dict]) -> Reach | None:
+    """What the terms behind the keyword hits could score: the query's own, or those of the
+    ladder's rung that found them. None when the hits are fuzzy title matches (no BM25)."""
+    if attempts and attempts[-1]["hits"]:
+        if attempts[-1]["rung"] == "fuzzy_title":
+            return None
+        tokens = attempts[-1]["terms"]
+    return Reach.of((index.idf(t) for t in tokens), index.params.k1, len(index))

@@ -18,6 +18,7 @@ from knowledge.embeddings.coverage import (
     uncovered_share,
 )
 from knowledge.models import KnowledgeBase
+from retrieval.relevance import Reach
 from retrieval.search.errors import InvalidSearch
 from retrieval.search.types import (
     KnowledgeBaseTrace,
@@ -44,6 +45,7 @@ class Plan:
     run: set[Leg] = field(default_factory=set)
     found: dict[Leg, list[tuple[int, float]]] = field(default_factory=dict)  # (chunk id, score)
     allowed: np.ndarray | None = None  # chunk ids passing the filters, once read
+    reach: Reach | None = None  # what the keyword leg's terms could score (relevance)
 
 
 def clean_query(query: str) -> str:

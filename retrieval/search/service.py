@@ -25,6 +25,7 @@ from knowledge.embeddings.coverage import dominant_script, script_units
 from knowledge.models import KnowledgeBase
 from retrieval import formatting
 from retrieval.bm25store import BM25Store, get_store
+from retrieval.relevance import RelevanceModel, legs_key, signals
 from retrieval.search.candidates import fuse
 from retrieval.search.errors import InvalidSearch, KnowledgeBaseNotFound
 from retrieval.search.hydration import hydrate
@@ -133,11 +134,12 @@ class RAGService:
         wanted = max(top_k, *(p.rerank_top_n for p in plans if p.rerank), 0)
         hits = hydrate(self.tenant, candidates, [p.kb.pk for p in plans], wanted)
         hits = rerank(query, hits, plans, candidates.rankings, trace)
+        _judge(hits, plans)
         threshold = options.score_threshold
         if threshold is None and len(plans) == 1:
             threshold = plans[0].kb.score_threshold
-        if threshold is not None:
-            hits = [hit for hit in hits if hit.score >= threshold]
+        if threshold is not None:  # on relevance: the fused score only orders
+            hits = [hit for hit in hits if hit.relevance >= threshold]
         hits = hits[:top_k]
         for plan in plans:
             plan.trace.hits = sum(1 for h in hits if h.knowledge_base_id == plan.kb.pk)
@@ -203,6 +205,28 @@ class RAGService:
         if missing:
             raise KnowledgeBaseNotFound(f"knowledge base {missing[0]} not found")
         return [found[i] for i in wanted]
+
+
+def _judge(hits: list[Hit], plans: list[Plan]) -> None:
+    """Each hit's relevance (retrieval.relevance), by its knowledge base's fitted model for the
+    legs that ran there."""
+    by_kb = {plan.kb.pk: plan for plan in plans}
+    models = {
+        plan.kb.pk: RelevanceModel.from_dict((plan.kb.calibration or {}).get("relevance"))
+        for plan in plans
+    }
+    for hit in hits:
+        plan = by_kb[hit.knowledge_base_id]
+        hit.signals = signals(
+            bm25_score=hit.bm25_score,
+            bm25_rank=hit.bm25_rank,
+            cosine=hit.vector_similarity,
+            vector_rank=hit.vector_rank,
+            reach=plan.reach,
+        )
+        legs = legs_key(Leg.KEYWORD in plan.run, Leg.VECTOR in plan.run)
+        relevance = models[plan.kb.pk].relevance(legs, hit.signals) if legs else 0.0
+        hit.relevance = round(relevance, 4)
 
 
 def _describe_legs(trace: Trace, plans: list[Plan]) -> None:

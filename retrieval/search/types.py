@@ -197,6 +197,8 @@ class Hit:
     document_title: str
     content: str
     score: float  # the fused score (after rerank, the rank order follows rerank_score)
+    # How likely the hit answers the query, 0-1 (retrieval.relevance); score_threshold cuts it.
+    relevance: float | None = None
     vector_similarity: float | None = None
     vector_rank: int | None = None
     bm25_score: float | None = None
@@ -209,9 +211,13 @@ class Hit:
     metadata: dict[str, Any] = field(default_factory=dict)
     position: int = 0
     original_filename: str = ""
+    # The signals relevance was computed from (calibration fits on them); not part of answers.
+    signals: dict[str, float] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        shape = asdict(self)
+        del shape["signals"]
+        return shape
 
 
 def elapsed_ms(started: float) -> float:

@@ -17,6 +17,7 @@ HIT_FIELDS = {
     "original_filename",
     "content",
     "score",
+    "relevance",
     "vector_similarity",
     "vector_rank",
     "bm25_score",
@@ -103,9 +104,16 @@ def test_filters_by_metadata_and_document(client, tenant):
     assert trace["filters"] == {"metadata": {"project": ["x"]}} and trace["results"] == 0
 
 
-def test_score_threshold(client, kb):
-    hits = search(client, kb.pk, query="pump seal", score_threshold=0.99).json()["results"]
-    assert [hit["score"] for hit in hits] == [1.0]
+def test_score_threshold_cuts_relevance_and_keeps_the_fused_order(client, kb):
+    everything = search(client, kb.pk, query="pump seal", top_k=10).json()["results"]
+    assert all(0.0 <= hit["relevance"] <= 1.0 for hit in everything)
+    threshold = sorted(hit["relevance"] for hit in everything)[len(everything) // 2]
+    hits = search(client, kb.pk, query="pump seal", top_k=10, score_threshold=threshold).json()
+    assert [h["chunk_id"] for h in hits["results"]] == [
+        h["chunk_id"] for h in everything if h["relevance"] >= threshold
+    ]
+    above = search(client, kb.pk, query="pump seal", score_threshold=1.0).json()["results"]
+    assert all(hit["relevance"] == 1.0 for hit in above)
 
 
 @pytest.mark.parametrize(

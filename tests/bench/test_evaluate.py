@@ -13,7 +13,13 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from bench.evaluate import add_typo, dataset_names, load_dataset
+from bench.evaluate import (
+    add_typo,
+    dataset_names,
+    leave_out_answers,
+    load_dataset,
+    relevance_report,
+)
 from tenancy.models import Tenant
 
 
@@ -118,3 +124,45 @@ def test_evaluate_refuses_a_folder_that_is_not_beir_before_ingesting(tmp_path):
     english = write_beir(tmp_path / "en", ENGLISH_DOCS, ENGLISH_QUERIES)
     with pytest.raises(CommandError, match=r"nowhere/corpus\.jsonl is missing"):
         call_command("evaluate", str(english), str(tmp_path / "nowhere"))
+
+
+def test_leaving_out_answers_makes_queries_unanswerable(tmp_path):
+    docs = [*ENGLISH_DOCS, ("5", "Pumps again", "Pumps move water.")]
+    queries = [
+        ("1", "which machine moves water", "1"),
+        ("2", "stop the flow", "2"),
+        ("4", "boxes to the dock", "4"),
+    ]
+    english = write_beir(tmp_path / "en", docs, queries)
+    data = load_dataset(english, "en", namespaced=False)
+    data.qrels.append(data.qrels[0]._replace(doc_id="5"))  # query 1 has two answers
+    gone = leave_out_answers([data], 3, seed=1)
+    assert gone == {"1", "2", "4"}
+    assert {d["_id"] for d in data.corpus} == {"3"}  # every relevant document went
+    assert data.qrels == []
+    with pytest.raises(CommandError, match="only 3 queries have answers"):
+        leave_out_answers([load_dataset(english, "en", namespaced=False)], 4, seed=1)
+
+
+def test_relevance_report_counts_auroc_kept_and_dropped():
+    top = {"a": 0.9, "b": 0.6, "c": 0.2, "x": 0.7, "y": 0.1}
+    report = relevance_report(top, kept={"a", "b"}, unanswerable={"x", "y"})
+    # answerable a, b, c against unanswerable x, y: 4 of 6 pairs ordered right.
+    assert report == {
+        "auroc": pytest.approx(4 / 6, abs=1e-4),
+        "kept_at_0.5": pytest.approx(2 / 3, abs=1e-4),
+        "dropped_at_0.5": 0.5,
+        "unanswerable": 2,
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_evaluate_unanswerable_reports_relevance(tmp_path):
+    english = write_beir(tmp_path / "en", ENGLISH_DOCS, ENGLISH_QUERIES)
+    chinese = write_beir(tmp_path / "zh", CHINESE_DOCS, CHINESE_QUERIES)
+    report = evaluate_keyword(english, chinese, "--unanswerable", "2")
+    assert report["documents"] == 6 and report["unanswerable"] == 2
+    assert 0.0 <= report["auroc"] <= 1.0
+    assert 0.0 <= report["kept_at_0.5"] <= 1.0 and 0.0 <= report["dropped_at_0.5"] <= 1.0
+    for name in ("en", "zh"):
+        assert {"auroc", "kept_at_0.5", "dropped_at_0.5"} <= set(report["datasets"][name])

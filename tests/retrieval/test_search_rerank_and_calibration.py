@@ -154,5 +154,10 @@ def test_settled_calibration_is_debounced(manuals, settings):
     assert changes.calibrate_when_settled(manuals.pk, version - 1) == "superseded"
     assert changes.calibrate_when_settled(manuals.pk, version).startswith("calibrated")
     assert changes.calibrate_when_settled(manuals.pk, version) == "unchanged enough"
-    KnowledgeBase.objects.filter(pk=manuals.pk).update(weight_mode="fixed")
-    assert changes.calibrate_when_settled(manuals.pk, version) == "fixed weights"
+    # Fixed weights still calibrate (relevance needs it) but keep their weights.
+    KnowledgeBase.objects.filter(pk=manuals.pk).update(weight_mode="fixed", calibration=None)
+    assert changes.calibrate_when_settled(manuals.pk, version).startswith("calibrated")
+    kb = KnowledgeBase.objects.get(pk=manuals.pk)
+    assert kb.calibration["relevance"]
+    trace = RAGService(manuals.tenant).search("pump seal", manuals.pk).trace
+    assert trace.weight_source == "fixed"

@@ -59,11 +59,13 @@ def test_top_k_and_score_threshold(manuals):
     service = RAGService(manuals.tenant)
     assert len(service.search("the", manuals.pk, top_k=2, mode="vector").hits) == 2
     everything = service.search("pump seal valve sensor", manuals.pk, top_k=10)
-    scores = sorted({h.score for h in everything.hits})
-    threshold = scores[len(scores) // 2]
+    # The threshold cuts relevance (0-1, per hit), not the fused score: the order stays fused.
+    assert all(0.0 <= h.relevance <= 1.0 for h in everything.hits)
+    relevances = sorted({h.relevance for h in everything.hits})
+    threshold = relevances[len(relevances) // 2]
     cut = service.search("pump seal valve sensor", manuals.pk, top_k=10, score_threshold=threshold)
     assert [h.chunk_id for h in cut.hits] == [
-        h.chunk_id for h in everything.hits if h.score >= threshold
+        h.chunk_id for h in everything.hits if h.relevance >= threshold
     ]
     assert 0 < len(cut.hits) < len(everything.hits)
 

@@ -1,0 +1,197 @@
+"""Absolute relevance of a hit: a number in [0, 1] that means the same across queries.
+
+The fused score orders hits but cannot say whether any of them answers the query: it is built
+from ranks, and a question the knowledge base cannot answer still has a first hit. Relevance is
+estimated from what each hit already carries, without labels:
+
+- ``bm25_fraction``: its BM25 score over what the query's terms could reach at most (each
+  known term matched with saturated frequency: ``sum idf(t) * (k1 + 1)``), so 1 when it holds
+  every term of the query heavily and ~0 when it holds only common ones;
+- ``bm25_evidence``: its BM25 score over the most one term can score in this knowledge base
+  (a term found in one chunk, saturated): how many rare terms' worth of evidence it has;
+- ``query_known``: the share of the query's idf that the knowledge base knows (a term it has
+  never seen counts with the idf of a term in no chunk): a query about something else is
+  mostly words the knowledge base lacks;
+- ``cosine``: the vector leg's similarity (the embedding model's own scale);
+- ``agreement``: 1 / the worse of its two leg ranks (both legs put it first: 1), 0 when only
+  one leg found it.
+
+A logistic model over the signals of the legs that ran (keyword, vector or both) turns them
+into a probability. Each knowledge base fits its own models during calibration
+(``retrieval.calibration``) on pseudo-queries cut from its chunks: the chunk a query was cut
+from is a positive, chunks of other documents are negatives, and so are the best hits of the
+same query with its source document excluded (a question whose answer is not in the knowledge
+base) and of queries cut from unrelated text. Classes are weighted equally, so 0.5 means "as
+likely to be the chunk a question was asked about as a look-alike of it". Until a knowledge
+base is calibrated (or when it is too small to be) ``DEFAULT`` applies: the mean of the leg
+signals that ran (``bm25_fraction`` and the cosine), a scale of its own that reads the same way
+on the keyword side: half of what the query's terms could score.
+
+Pure: numpy only, no Django.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SIGNALS = ("bm25_fraction", "bm25_evidence", "query_known", "cosine", "agreement")
+# Which signals each combination of legs can have.
+LEG_SIGNALS: dict[str, tuple[str, ...]] = {
+    "keyword": ("bm25_fraction", "query_known"),
+    "vector": ("cosine",),
+    "hybrid": ("bm25_fraction", "query_known", "cosine", "agreement"),
+}
+L2 = 1.0  # ridge penalty on the weights (not the intercept): a few hundred examples per fit
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What a keyword query can score in one index: ``best``, the sum over its known terms of
+    ``max(idf, 0) * (k1 + 1)``; ``ceiling``, the most one term can score (df = 1); ``known``,
+    the share of the query's idf the index knows (an unknown term weighs the idf of df = 0)."""
+
+    best: float
+    ceiling: float
+    known: float = 1.0
+
+    @classmethod
+    def of(cls, idfs: Iterable[float | None], k1: float, documents: int) -> Reach:
+        """From the idf of each query token (None: not in the index) and the index's size."""
+        values = list(idfs)
+        known = sum(max(idf, 0.0) for idf in values if idf is not None)
+        unknown = sum(1 for idf in values if idf is None) * math.log((documents + 0.5) / 0.5)
+        rare = math.log((documents - 1 + 0.5) / 1.5) if documents > 1 else 0.0
+        return cls(
+            best=known * (k1 + 1),
+            ceiling=max(rare, 1e-9) * (k1 + 1),
+            known=known / (known + unknown) if known + unknown > 0 else 0.0,
+        )
+
+
+def signals(
+    *,
+    bm25_score: float | None,
+    bm25_rank: int | None,
+    cosine: float | None,
+    vector_rank: int | None,
+    reach: Reach | None,
+) -> dict[str, float]:
+    """A hit's signals; a leg that did not find the hit gives 0 for its signals."""
+    fraction = evidence = 0.0
+    known = reach.known if reach is not None else 0.0
+    if bm25_score is not None and reach is not None and reach.best > 0:
+        fraction = min(max(bm25_score / reach.best, 0.0), 1.0)
+        evidence = max(bm25_score, 0.0) / reach.ceiling
+    agreement = 0.0
+    if bm25_rank and vector_rank:
+        agreement = 1.0 / max(bm25_rank, vector_rank)
+    return {
+        "bm25_fraction": fraction,
+        "bm25_evidence": evidence,
+        "query_known": known,
+        "cosine": 0.0 if cosine is None else float(cosine),
+        "agreement": agreement,
+    }
+
+
+def legs_key(keyword: bool, vector: bool) -> str | None:
+    if keyword and vector:
+        return "hybrid"
+    if keyword:
+        return "keyword"
+    return "vector" if vector else None
+
+
+@dataclass(frozen=True)
+class Logistic:
+    """``sigmoid(intercept + sum(weights[name] * signal[name]))``."""
+
+    intercept: float
+    weights: dict[str, float]
+
+    def predict(self, values: Mapping[str, float]) -> float:
+        z = self.intercept + sum(w * values[name] for name, w in self.weights.items())
+        return 1.0 / (1.0 + math.exp(-max(min(z, 60.0), -60.0)))
+
+    def to_dict(self) -> dict:
+        return {"intercept": round(self.intercept, 6), "weights": dict(self.weights)}
+
+    @classmethod
+    def from_dict(cls, value: Mapping) -> Logistic:
+        return cls(float(value["intercept"]), {k: float(w) for k, w in value["weights"].items()})
+
+
+@dataclass(frozen=True)
+class RelevanceModel:
+    """One logistic model per combination of legs; a combination without one falls back to
+    ``DEFAULT``'s rule."""
+
+    models: dict[str, Logistic] = field(default_factory=dict)
+
+    def relevance(self, legs: str, values: Mapping[str, float]) -> float:
+        model = self.models.get(legs)
+        if model is not None:
+            return model.predict(values)
+        return default_relevance(legs, values)
+
+    def to_dict(self) -> dict:
+        return {legs: model.to_dict() for legs, model in self.models.items()}
+
+    @classmethod
+    def from_dict(cls, value: Mapping | None) -> RelevanceModel:
+        """From a calibration's stored ``relevance``; anything unreadable counts as absent."""
+        models = {}
+        for legs, stored in (value or {}).items():
+            try:
+                if legs in LEG_SIGNALS:
+                    models[legs] = Logistic.from_dict(stored)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+        return cls(models)
+
+
+DEFAULT = RelevanceModel()
+
+
+def default_relevance(legs: str, values: Mapping[str, float]) -> float:
+    """Uncalibrated: the mean of ``bm25_fraction`` and the cosine, over the legs that ran."""
+    parts = []
+    if legs in ("keyword", "hybrid"):
+        parts.append(values["bm25_fraction"])
+    if legs in ("vector", "hybrid"):
+        parts.append(min(max(values["cosine"], 0.0), 1.0))
+    return sum(parts) / len(parts) if parts else 0.0
+
+
+def fit(legs: str, examples: Sequence[tuple[Mapping[str, float], bool, float]]) -> Logistic | None:
+    """A ridge logistic regression (Newton's method) of the label on ``legs``' signals, each
+    example (signals, label, weight) counting by its weight, the two classes' weights then
+    scaled to equal totals. None without an example of each class."""
+    names = LEG_SIGNALS[legs]
+    labels = np.array([bool(label) for _, label, _ in examples], dtype=float)
+    weight = np.array([w for _, _, w in examples], dtype=float)
+    positives = weight[labels == 1].sum()
+    negatives = weight[labels == 0].sum()
+    if positives <= 0 or negatives <= 0:
+        return None
+    x = np.array([[1.0, *(values[name] for name in names)] for values, _, _ in examples])
+    weight = weight * np.where(labels == 1, 0.5 / positives, 0.5 / negatives) * labels.size
+    penalty = np.full(x.shape[1], L2)
+    penalty[0] = 0.0
+    beta = np.zeros(x.shape[1])
+    for _ in range(100):
+        p = 1.0 / (1.0 + np.exp(-np.clip(x @ beta, -60, 60)))
+        gradient = x.T @ (weight * (p - labels)) + penalty * beta
+        hessian = (x * (weight * p * (1 - p))[:, None]).T @ x + np.diag(penalty)
+        hessian[0, 0] += 1e-9
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return Logistic(
+        float(beta[0]), {name: round(float(b), 6) for name, b in zip(names, beta[1:], strict=True)}
+    )

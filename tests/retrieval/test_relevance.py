@@ -1,0 +1,142 @@
+"""Relevance (retrieval.relevance): the signals, the fit, the default rule; then on a real
+knowledge base: calibration fits it, and a question the knowledge base answers is more relevant
+than one it cannot answer."""
+
+import math
+import random
+
+import pytest
+
+from knowledge.services.knowledge_bases import create_knowledge_base
+from retrieval import relevance
+from retrieval.calibration import calibrate, relevance_query, unrelated_passages
+from retrieval.search import RAGService
+from tests.factories import add_document
+
+
+def test_reach_sums_what_known_terms_can_score_and_the_one_term_ceiling():
+    reach = relevance.Reach.of([1.0, None, 0.5, -0.2], k1=1.5, documents=10)
+    assert reach.best == pytest.approx((1.0 + 0.5) * 2.5)  # unknown and negative idf add 0
+    assert reach.ceiling == pytest.approx(math.log(9.5 / 1.5) * 2.5)
+
+
+def test_signals_are_fractions_of_the_reach_and_agreement_of_the_ranks():
+    reach = relevance.Reach(best=4.0, ceiling=8.0)
+    values = relevance.signals(bm25_score=2.0, bm25_rank=1, cosine=0.7, vector_rank=3, reach=reach)
+    assert values == {
+        "bm25_fraction": 0.5,
+        "bm25_evidence": 0.25,
+        "query_known": 1.0,
+        "cosine": 0.7,
+        "agreement": pytest.approx(1 / 3),
+    }
+    only_vector = relevance.signals(
+        bm25_score=None, bm25_rank=None, cosine=0.4, vector_rank=1, reach=reach
+    )
+    assert only_vector["bm25_fraction"] == only_vector["agreement"] == 0.0
+    capped = relevance.signals(
+        bm25_score=9.0, bm25_rank=1, cosine=None, vector_rank=None, reach=reach
+    )
+    assert capped["bm25_fraction"] == 1.0 and capped["cosine"] == 0.0
+
+
+def test_the_default_rule_is_the_mean_of_the_legs_that_ran():
+    values = {"bm25_fraction": 0.8, "query_known": 1.0, "cosine": 0.4, "agreement": 1.0}
+    assert relevance.DEFAULT.relevance("keyword", values) == pytest.approx(0.8)
+    assert relevance.DEFAULT.relevance("vector", values) == pytest.approx(0.4)
+    assert relevance.DEFAULT.relevance("hybrid", values) == pytest.approx(0.6)
+    assert relevance.DEFAULT.relevance("vector", {**values, "cosine": -0.3}) == 0.0
+
+
+def _examples(rng, positives, negatives):
+    def row(centre):
+        return {"bm25_fraction": min(max(rng.gauss(centre, 0.15), 0), 1), "query_known": 1.0}
+
+    return [(row(0.7), True, 1.0) for _ in range(positives)] + [
+        (row(0.2), False, 1.0) for _ in range(negatives)
+    ]
+
+
+def test_the_fit_separates_the_classes_and_weighs_them_equally():
+    rng = random.Random(3)
+    model = relevance.fit("keyword", _examples(rng, 20, 2000))  # 1 positive in 100
+    low = {"bm25_fraction": 0.1, "query_known": 1.0}
+    high = {"bm25_fraction": 0.85, "query_known": 1.0}
+    middle = {"bm25_fraction": 0.45, "query_known": 1.0}
+    assert model.predict(low) < 0.2 and model.predict(high) > 0.8
+    # Equal class weights: the midpoint between the classes is even odds, whatever their sizes.
+    assert model.predict(middle) == pytest.approx(0.5, abs=0.12)
+    assert relevance.fit("keyword", [(low, False, 1.0)]) is None  # one class: nothing to fit
+
+
+def test_stored_models_read_back_and_unreadable_ones_fall_back_to_the_default():
+    model = relevance.fit("keyword", _examples(random.Random(1), 30, 30))
+    stored = relevance.RelevanceModel({"keyword": model}).to_dict()
+    again = relevance.RelevanceModel.from_dict(stored)
+    values = {"bm25_fraction": 0.6, "query_known": 0.9, "cosine": 0.0, "agreement": 0.0}
+    assert again.relevance("keyword", values) == pytest.approx(model.predict(values), abs=1e-6)
+    broken = relevance.RelevanceModel.from_dict({"keyword": {"weights": 3}, "other": {}})
+    assert broken.relevance("keyword", values) == relevance.default_relevance("keyword", values)
+
+
+def test_relevance_pseudo_queries_leave_words_out_and_unrelated_text_is_packaged():
+    rng = random.Random(5)
+    text = " ".join(f"word{i}" for i in range(40))
+    query = relevance_query(text, rng, foreign=False).split()
+    assert 0 < len(query) < 12 and all(word in text.split() for word in query)
+    mixed = [relevance_query(text, rng).split() for _ in range(20)]
+    foreign = [[w for w in q if w not in text.split()] for q in mixed]
+    assert all(len(words) <= 2 for words in foreign) and any(foreign)  # a word or two put in
+    chinese = relevance_query("温度传感器每六个月校准一次校准时使用标准温度计并记录读数差值", rng)
+    assert all(len(piece) <= 2 for piece in chinese.split())
+    passages = unrelated_passages()
+    assert len(passages) >= 20 and not any(p.startswith("#") for p in passages)
+
+
+TOPICS = [
+    "The centrifugal pump moves cooling water through the primary loop of the plant.",
+    "Replace the mechanical seal of the pump when it drips more than ten drops a minute.",
+    "The conveyor belt carries cartons from the packing line to the loading dock.",
+    "A gate valve stops the flow completely when it is closed by its handwheel.",
+    "The thermocouple measures the casing temperature of the turbine every second.",
+    "Fire doors close by themselves when the alarm sounds in the warehouse.",
+    "Forklift drivers must wear a seat belt and keep the forks low while driving.",
+    "The compressor room is ventilated by two fans that start above thirty degrees.",
+    "Lubricate the gearbox bearings with synthetic grease every five hundred hours.",
+    "Emergency showers are tested weekly and the water must run clear within a minute.",
+    "The boiler feed water is softened to keep scale from building up in the tubes.",
+    "Safety goggles are required in the workshop whenever the grinder is in use.",
+]
+
+
+@pytest.fixture
+def plant(tenant, settings):
+    settings.RAG_CALIBRATION_MIN_CHUNKS = 5
+    kb = create_knowledge_base(tenant=tenant, name="Plant")
+    for i, text in enumerate(TOPICS):
+        add_document(kb, f"doc{i}.txt", text)
+    return kb
+
+
+@pytest.mark.django_db
+def test_calibration_fits_relevance_and_answerable_beats_unanswerable(tenant, plant):
+    service = RAGService(tenant)
+    before = service.search("how often is the gearbox bearing grease changed", plant.pk)
+    assert all(0.0 <= hit.relevance <= 1.0 for hit in before.hits)  # the default rule
+
+    calibrate(tenant, plant)
+    plant.refresh_from_db()
+    assert {"keyword", "vector", "hybrid"} == set(plant.calibration["relevance"])
+
+    answered = service.search("how often is the gearbox bearing grease changed", plant.pk)
+    assert answered.hits[0].document_title == "doc8"
+    # Shares common words with the plant's documents, answered by none of them.
+    unanswered = service.search("when does the water in the swimming pool run warm", plant.pk)
+    assert unanswered.hits, "the question must find look-alikes for the test to mean anything"
+    assert answered.hits[0].relevance >= 0.5
+    assert answered.hits[0].relevance > unanswered.hits[0].relevance
+
+    # A threshold the answer passes leaves the unanswerable question with nothing.
+    threshold = answered.hits[0].relevance
+    question = "when does the water in the swimming pool run warm"
+    assert service.search(question, plant.pk, score_threshold=threshold).hits == []
