@@ -21,7 +21,8 @@ relevant document went with them, have no answer in the knowledge base. The repo
 AUROC of the top hit's relevance (0 without a hit) between answerable and unanswerable queries
 (scikit-learn), ``kept_at_0.5`` (the share of answerable queries with a relevant document
 among their hits of relevance >= 0.5) and ``dropped_at_0.5`` (the share of unanswerable queries
-left with no hit of relevance >= 0.5); nDCG, recall and MRR are over the answerable queries.
+left with no hit of relevance >= 0.5), the same at other thresholds under ``thresholds``;
+nDCG, recall and MRR are over the answerable queries.
 """
 
 from __future__ import annotations
@@ -259,22 +260,37 @@ def scores(qrels: list[ir_measures.Qrel], run: list[ir_measures.ScoredDoc]) -> d
     }
 
 
+THRESHOLDS = (0.3, 0.5, 0.7, 0.9)
+
+
 def relevance_report(
-    top: dict[str, float], kept: set[str], unanswerable: set[str]
+    top: dict[str, float], best: dict[str, float], unanswerable: set[str]
 ) -> dict[str, Any]:
-    """AUROC of the top hit's relevance (answerable = positive), kept and dropped at 0.5."""
+    """From each query's top hit relevance (``top``, 0 without a hit) and, for answerable
+    queries, the best relevance of a relevant hit (``best``, 0 without one): the AUROC of the top
+    hit's relevance (answerable = positive), and at each of ``THRESHOLDS`` the share of
+    answerable queries keeping a relevant hit and of unanswerable ones left with no hit."""
     answerable = [q for q in top if q not in unanswerable]
     missing = [q for q in top if q in unanswerable]
     labels = [1] * len(answerable) + [0] * len(missing)
     values = [top[q] for q in answerable] + [top[q] for q in missing]
-    both = bool(answerable) and bool(missing)
+
+    def share(hits: int, of: list) -> float | None:
+        return round(hits / len(of), 4) if of else None
+
+    curve = {
+        str(t): {
+            "kept": share(sum(best.get(q, 0.0) >= t for q in answerable), answerable),
+            "dropped": share(sum(top[q] < t for q in missing), missing),
+        }
+        for t in THRESHOLDS
+    }
     return {
-        "auroc": round(float(roc_auc_score(labels, values)), 4) if both else None,
-        "kept_at_0.5": round(len(kept) / len(answerable), 4) if answerable else None,
-        "dropped_at_0.5": round(sum(top[q] < 0.5 for q in missing) / len(missing), 4)
-        if missing
-        else None,
+        "auroc": round(float(roc_auc_score(labels, values)), 4) if answerable and missing else None,
+        "kept_at_0.5": curve["0.5"]["kept"],
+        "dropped_at_0.5": curve["0.5"]["dropped"],
         "unanswerable": len(missing),
+        "thresholds": curve,
     }
 
 
@@ -327,7 +343,7 @@ def _evaluate(
     service = RAGService(tenant)
     run_, latencies = [], []
     top: dict[str, float] = {}  # query id -> relevance of its first hit (0: no hit)
-    kept: set[str] = set()  # answerable queries with a relevant hit of relevance >= 0.5
+    best: dict[str, float] = {}  # answerable query id -> best relevance of a relevant hit
     relevant = {(q.query_id, q.doc_id) for d in datasets for q in d.qrels if q.relevance > 0}
     kb_ids = [kb.pk for kb in kbs]
     for i, query in enumerate(queries):
@@ -344,8 +360,8 @@ def _evaluate(
         seen: set[str] = set()
         for rank, hit in enumerate(result.hits):
             doc_id = hit.metadata.get("beir_id")
-            if hit.relevance >= 0.5 and (query["_id"], doc_id) in relevant:
-                kept.add(query["_id"])
+            if (query["_id"], doc_id) in relevant:
+                best[query["_id"]] = max(best.get(query["_id"], 0.0), hit.relevance)
             if doc_id and doc_id not in seen and query["_id"] not in unanswerable:
                 seen.add(doc_id)
                 run_.append(ir_measures.ScoredDoc(query["_id"], doc_id, -float(rank)))
@@ -360,8 +376,8 @@ def _evaluate(
         per_dataset[dataset.name] = scores(dataset.qrels, mine) | {"queries": len(ids)}
         if unanswerable:
             mine_top = {q: value for q, value in top.items() if q in ids}
-            per_dataset[dataset.name] |= relevance_report(mine_top, kept & ids, unanswerable)
-    relevance = relevance_report(top, kept, unanswerable) if unanswerable else {}
+            per_dataset[dataset.name] |= relevance_report(mine_top, best, unanswerable)
+    relevance = relevance_report(top, best, unanswerable) if unanswerable else {}
     return {
         **scores([q for dataset in datasets for q in dataset.qrels], run_),
         **relevance,

@@ -12,7 +12,11 @@ estimated from what each hit already carries, without labels:
 - ``query_known``: the share of the query's idf that the knowledge base knows (a term it has
   never seen counts with the idf of a term in no chunk): a query about something else is
   mostly words the knowledge base lacks;
-- ``cosine``: the vector leg's similarity (the embedding model's own scale);
+- ``bm25_lead``: how far its BM25 score stands above the crowd, ``1 - crowd / score`` where
+  the crowd is the score at rank ``CROWD_RANK`` of the leg (0 when fewer were found): an
+  answer tends to stand out, while a question without one finds many near-equal look-alikes;
+- ``cosine``: the vector leg's similarity (the embedding model's own scale), and
+  ``cosine_lead``, its margin over the vector leg's crowd the same way;
 - ``agreement``: 1 / the worse of its two leg ranks (both legs put it first: 1), 0 when only
   one leg found it.
 
@@ -21,11 +25,13 @@ into a probability. Each knowledge base fits its own models during calibration
 (``retrieval.calibration``) on pseudo-queries cut from its chunks: the chunk a query was cut
 from is a positive, chunks of other documents are negatives, and so are the best hits of the
 same query with its source document excluded (a question whose answer is not in the knowledge
-base) and of queries cut from unrelated text. Classes are weighted equally, so 0.5 means "as
-likely to be the chunk a question was asked about as a look-alike of it". Until a knowledge
-base is calibrated (or when it is too small to be) ``DEFAULT`` applies: the mean of the leg
-signals that ran (``bm25_fraction`` and the cosine), a scale of its own that reads the same way
-on the keyword side: half of what the query's terms could score.
+base) and of queries cut from unrelated text. The regression (classes weighted equally) orders
+hits; its intercept is then moved so that ``ANSWERS_KEPT`` (95%) of the answers score at least
+0.5: a threshold of 0.5 keeps nearly every answer and drops what looks less like an answer than
+almost all answers do. Higher thresholds drop more questions without an answer and lose more
+answers (docs/performance.md has the measured curve). Until a knowledge base is calibrated (or
+when it is too small to be) ``DEFAULT`` applies: the mean of the leg signals that ran
+(``bm25_fraction`` and the cosine).
 
 Pure: numpy only, no Django.
 """
@@ -38,13 +44,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-SIGNALS = ("bm25_fraction", "bm25_evidence", "query_known", "cosine", "agreement")
-# Which signals each combination of legs can have.
+SIGNALS = (
+    "bm25_fraction",
+    "bm25_evidence",
+    "bm25_lead",
+    "query_known",
+    "cosine",
+    "cosine_lead",
+    "agreement",
+)
+KEYWORD_SIGNALS = ("bm25_fraction", "bm25_lead", "query_known")
+VECTOR_SIGNALS = ("cosine", "cosine_lead")
+# Which signals each combination of legs' model uses. ``bm25_evidence`` is reported but not
+# used: it grows with the query's length, which differs between pseudo-queries and people's.
 LEG_SIGNALS: dict[str, tuple[str, ...]] = {
-    "keyword": ("bm25_fraction", "query_known"),
-    "vector": ("cosine",),
-    "hybrid": ("bm25_fraction", "query_known", "cosine", "agreement"),
+    "keyword": KEYWORD_SIGNALS,
+    "vector": VECTOR_SIGNALS,
+    "hybrid": (*KEYWORD_SIGNALS, *VECTOR_SIGNALS, "agreement"),
 }
+CROWD_RANK = 10
+# Relevance 0.5 is where this share of the pseudo-questions' answers lie above (see ``fit``).
+ANSWERS_KEPT = 0.95
 L2 = 1.0  # ridge penalty on the weights (not the intercept): a few hundred examples per fit
 
 
@@ -79,9 +99,15 @@ def signals(
     cosine: float | None,
     vector_rank: int | None,
     reach: Reach | None,
+    crowd: tuple[float, float] = (0.0, 0.0),
 ) -> dict[str, float]:
-    """A hit's signals; a leg that did not find the hit gives 0 for its signals."""
-    fraction = evidence = 0.0
+    """A hit's signals; a leg that did not find the hit gives 0 for its signals. ``crowd``:
+    the (BM25, cosine) scores at ``CROWD_RANK`` of each leg (see ``crowd_of``)."""
+    fraction = evidence = lead = cosine_lead = 0.0
+    if bm25_score is not None and bm25_score > 0:
+        lead = min(max(1.0 - crowd[0] / bm25_score, 0.0), 1.0)
+    if cosine is not None:
+        cosine_lead = max(float(cosine) - crowd[1], 0.0)
     known = reach.known if reach is not None else 0.0
     if bm25_score is not None and reach is not None and reach.best > 0:
         fraction = min(max(bm25_score / reach.best, 0.0), 1.0)
@@ -92,10 +118,20 @@ def signals(
     return {
         "bm25_fraction": fraction,
         "bm25_evidence": evidence,
+        "bm25_lead": lead,
         "query_known": known,
         "cosine": 0.0 if cosine is None else float(cosine),
+        "cosine_lead": cosine_lead,
         "agreement": agreement,
     }
+
+
+def crowd_of(found: Sequence[tuple[int, float]]) -> float:
+    """The score at ``CROWD_RANK`` of a leg's candidates, best first (the last one when fewer
+    were fetched, 0 when none)."""
+    if not found:
+        return 0.0
+    return float(found[min(CROWD_RANK, len(found)) - 1][1])
 
 
 def legs_key(keyword: bool, vector: bool) -> str | None:
@@ -169,8 +205,12 @@ def default_relevance(legs: str, values: Mapping[str, float]) -> float:
 
 def fit(legs: str, examples: Sequence[tuple[Mapping[str, float], bool, float]]) -> Logistic | None:
     """A ridge logistic regression (Newton's method) of the label on ``legs``' signals, each
-    example (signals, label, weight) counting by its weight, the two classes' weights then
-    scaled to equal totals. None without an example of each class."""
+    example (signals, label, weight) counting by its weight, the two classes' weights scaled to
+    equal totals; then anchored: the intercept moves so that ``ANSWERS_KEPT`` of the positives
+    (by weight) score at least 0.5. The regression orders hits; the anchor says where a
+    threshold of 0.5 cuts: below nearly every answer, because dropping an answer from an LLM's
+    context costs more than keeping a look-alike, and people's questions match their answers
+    less well than pseudo-questions do. None without an example of each class."""
     names = LEG_SIGNALS[legs]
     labels = np.array([bool(label) for _, label, _ in examples], dtype=float)
     weight = np.array([w for _, _, w in examples], dtype=float)
@@ -192,6 +232,10 @@ def fit(legs: str, examples: Sequence[tuple[Mapping[str, float], bool, float]]) 
         beta -= step
         if np.abs(step).max() < 1e-8:
             break
+    z = x[labels == 1] @ beta
+    order = np.argsort(z)
+    below = np.cumsum(weight[labels == 1][order]) / weight[labels == 1].sum()
+    beta[0] -= z[order][np.searchsorted(below, 1 - ANSWERS_KEPT)]
     return Logistic(
         float(beta[0]), {name: round(float(b), 6) for name, b in zip(names, beta[1:], strict=True)}
     )

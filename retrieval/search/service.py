@@ -25,7 +25,7 @@ from knowledge.embeddings.coverage import dominant_script, script_units
 from knowledge.models import KnowledgeBase
 from retrieval import formatting
 from retrieval.bm25store import BM25Store, get_store
-from retrieval.relevance import RelevanceModel, legs_key, signals
+from retrieval.relevance import RelevanceModel, crowd_of, legs_key, signals
 from retrieval.search.candidates import fuse
 from retrieval.search.errors import InvalidSearch, KnowledgeBaseNotFound
 from retrieval.search.hydration import hydrate
@@ -209,24 +209,27 @@ class RAGService:
 
 def _judge(hits: list[Hit], plans: list[Plan]) -> None:
     """Each hit's relevance (retrieval.relevance), by its knowledge base's fitted model for the
-    legs that ran there."""
-    by_kb = {plan.kb.pk: plan for plan in plans}
-    models = {
-        plan.kb.pk: RelevanceModel.from_dict((plan.kb.calibration or {}).get("relevance"))
-        for plan in plans
-    }
+    legs that ran there (the default rule when none was fitted); the trace says which."""
+    judges = {}
+    for plan in plans:
+        model = RelevanceModel.from_dict((plan.kb.calibration or {}).get("relevance"))
+        legs = legs_key(Leg.KEYWORD in plan.run, Leg.VECTOR in plan.run)
+        if legs:
+            fitted = "calibrated" if legs in model.models else "default"
+            plan.trace.relevance = f"{fitted} {legs}"
+        crowd = tuple(crowd_of(plan.found.get(leg, ())) for leg in (Leg.KEYWORD, Leg.VECTOR))
+        judges[plan.kb.pk] = (plan, model, legs, crowd)
     for hit in hits:
-        plan = by_kb[hit.knowledge_base_id]
+        plan, model, legs, crowd = judges[hit.knowledge_base_id]
         hit.signals = signals(
             bm25_score=hit.bm25_score,
             bm25_rank=hit.bm25_rank,
             cosine=hit.vector_similarity,
             vector_rank=hit.vector_rank,
             reach=plan.reach,
+            crowd=crowd,
         )
-        legs = legs_key(Leg.KEYWORD in plan.run, Leg.VECTOR in plan.run)
-        relevance = models[plan.kb.pk].relevance(legs, hit.signals) if legs else 0.0
-        hit.relevance = round(relevance, 4)
+        hit.relevance = round(model.relevance(legs, hit.signals), 4) if legs else 0.0
 
 
 def _describe_legs(trace: Trace, plans: list[Plan]) -> None:

@@ -274,6 +274,8 @@ class KnowledgeBaseTrace:
     # What the language rule did (retrieval.search.options.language_rule), if anything.
     language: str | None = None
     warnings: list[str] = field(default_factory=list)
+    # Where its hits' relevance came from: "calibrated <legs>" or "default <legs>".
+    relevance: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {name: value for name, value in asdict(self).items() if value is not None}

@@ -146,14 +146,14 @@ def test_leaving_out_answers_makes_queries_unanswerable(tmp_path):
 
 def test_relevance_report_counts_auroc_kept_and_dropped():
     top = {"a": 0.9, "b": 0.6, "c": 0.2, "x": 0.7, "y": 0.1}
-    report = relevance_report(top, kept={"a", "b"}, unanswerable={"x", "y"})
+    best = {"a": 0.9, "b": 0.55, "c": 0.0}  # c's relevant document was not found
+    report = relevance_report(top, best, unanswerable={"x", "y"})
     # answerable a, b, c against unanswerable x, y: 4 of 6 pairs ordered right.
-    assert report == {
-        "auroc": pytest.approx(4 / 6, abs=1e-4),
-        "kept_at_0.5": pytest.approx(2 / 3, abs=1e-4),
-        "dropped_at_0.5": 0.5,
-        "unanswerable": 2,
-    }
+    assert report["auroc"] == pytest.approx(4 / 6, abs=1e-4)
+    assert report["kept_at_0.5"] == pytest.approx(2 / 3, abs=1e-4)
+    assert report["dropped_at_0.5"] == 0.5 and report["unanswerable"] == 2
+    assert report["thresholds"]["0.3"] == {"kept": pytest.approx(2 / 3, abs=1e-4), "dropped": 0.5}
+    assert report["thresholds"]["0.9"] == {"kept": pytest.approx(1 / 3, abs=1e-4), "dropped": 1.0}
 
 
 @pytest.mark.django_db(transaction=True)

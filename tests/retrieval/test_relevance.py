@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from knowledge.embeddings import EmbeddingConfig
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval import relevance
 from retrieval.calibration import calibrate, relevance_query, unrelated_passages
@@ -26,10 +27,19 @@ def test_signals_are_fractions_of_the_reach_and_agreement_of_the_ranks():
     assert values == {
         "bm25_fraction": 0.5,
         "bm25_evidence": 0.25,
+        "bm25_lead": 1.0,  # no crowd given: it stands above nothing
         "query_known": 1.0,
         "cosine": 0.7,
+        "cosine_lead": 0.7,
         "agreement": pytest.approx(1 / 3),
     }
+    crowded = relevance.signals(
+        bm25_score=2.0, bm25_rank=1, cosine=0.7, vector_rank=3, reach=reach, crowd=(1.5, 0.6)
+    )
+    assert crowded["bm25_lead"] == pytest.approx(0.25)
+    assert crowded["cosine_lead"] == pytest.approx(0.1)
+    assert relevance.crowd_of([(1, 9.0), (2, 8.0)]) == 8.0  # fewer than CROWD_RANK: the last
+    assert relevance.crowd_of([(i, 20.0 - i) for i in range(20)]) == 11.0
     only_vector = relevance.signals(
         bm25_score=None, bm25_rank=None, cosine=0.4, vector_rank=1, reach=reach
     )
@@ -50,22 +60,25 @@ def test_the_default_rule_is_the_mean_of_the_legs_that_ran():
 
 def _examples(rng, positives, negatives):
     def row(centre):
-        return {"bm25_fraction": min(max(rng.gauss(centre, 0.15), 0), 1), "query_known": 1.0}
+        return {"bm25_fraction": min(max(rng.gauss(centre, 0.15), 0), 1), "bm25_lead": 0.5, "query_known": 1.0}
 
     return [(row(0.7), True, 1.0) for _ in range(positives)] + [
         (row(0.2), False, 1.0) for _ in range(negatives)
     ]
 
 
-def test_the_fit_separates_the_classes_and_weighs_them_equally():
+def test_the_fit_orders_the_classes_and_anchors_0_5_below_nearly_every_answer():
     rng = random.Random(3)
-    model = relevance.fit("keyword", _examples(rng, 20, 2000))  # 1 positive in 100
-    low = {"bm25_fraction": 0.1, "query_known": 1.0}
-    high = {"bm25_fraction": 0.85, "query_known": 1.0}
-    middle = {"bm25_fraction": 0.45, "query_known": 1.0}
-    assert model.predict(low) < 0.2 and model.predict(high) > 0.8
-    # Equal class weights: the midpoint between the classes is even odds, whatever their sizes.
-    assert model.predict(middle) == pytest.approx(0.5, abs=0.12)
+    examples = _examples(rng, 200, 2000)
+    model = relevance.fit("keyword", examples)
+    low = {"bm25_fraction": 0.1, "bm25_lead": 0.5, "query_known": 1.0}
+    high = {"bm25_fraction": 0.85, "bm25_lead": 0.5, "query_known": 1.0}
+    assert model.predict(low) < 0.2 < 0.8 < model.predict(high)
+    answers = [model.predict(values) for values, label, _ in examples if label]
+    kept = sum(value >= 0.5 for value in answers) / len(answers)
+    assert kept == pytest.approx(relevance.ANSWERS_KEPT, abs=0.01)
+    look_alikes = [model.predict(values) for values, label, _ in examples if not label]
+    assert sum(value < 0.5 for value in look_alikes) / len(look_alikes) > 0.8
     assert relevance.fit("keyword", [(low, False, 1.0)]) is None  # one class: nothing to fit
 
 
@@ -73,7 +86,7 @@ def test_stored_models_read_back_and_unreadable_ones_fall_back_to_the_default():
     model = relevance.fit("keyword", _examples(random.Random(1), 30, 30))
     stored = relevance.RelevanceModel({"keyword": model}).to_dict()
     again = relevance.RelevanceModel.from_dict(stored)
-    values = {"bm25_fraction": 0.6, "query_known": 0.9, "cosine": 0.0, "agreement": 0.0}
+    values = {"bm25_fraction": 0.6, "bm25_lead": 0.5, "query_known": 0.9}
     assert again.relevance("keyword", values) == pytest.approx(model.predict(values), abs=1e-6)
     broken = relevance.RelevanceModel.from_dict({"keyword": {"weights": 3}, "other": {}})
     assert broken.relevance("keyword", values) == relevance.default_relevance("keyword", values)
@@ -112,7 +125,9 @@ TOPICS = [
 @pytest.fixture
 def plant(tenant, settings):
     settings.RAG_CALIBRATION_MIN_CHUNKS = 5
-    kb = create_knowledge_base(tenant=tenant, name="Plant")
+    kb = create_knowledge_base(
+        tenant=tenant, name="Plant", embedding=EmbeddingConfig(provider="none")
+    )
     for i, text in enumerate(TOPICS):
         add_document(kb, f"doc{i}.txt", text)
     return kb
@@ -122,13 +137,15 @@ def plant(tenant, settings):
 def test_calibration_fits_relevance_and_answerable_beats_unanswerable(tenant, plant):
     service = RAGService(tenant)
     before = service.search("how often is the gearbox bearing grease changed", plant.pk)
-    assert all(0.0 <= hit.relevance <= 1.0 for hit in before.hits)  # the default rule
+    assert all(0.0 <= hit.relevance <= 1.0 for hit in before.hits)
+    assert before.trace.knowledge_bases[0].relevance == "default keyword"
 
     calibrate(tenant, plant)
     plant.refresh_from_db()
-    assert {"keyword", "vector", "hybrid"} == set(plant.calibration["relevance"])
+    assert set(plant.calibration["relevance"]) == {"keyword"}  # no embedder: one leg
 
     answered = service.search("how often is the gearbox bearing grease changed", plant.pk)
+    assert answered.trace.knowledge_bases[0].relevance == "calibrated keyword"
     assert answered.hits[0].document_title == "doc8"
     # Shares common words with the plant's documents, answered by none of them.
     unanswered = service.search("when does the water in the swimming pool run warm", plant.pk)
