@@ -197,12 +197,13 @@ def fit_relevance(
     examples: dict[str, list] = defaultdict(list)
     groups = (len(sources) or 1, len(sources) or 1, len(unrelated) or 1)
 
-    def run(text: str, mode: str, depth: int, exclude=()):
+    def run(text: str, mode: str, exclude=()):
+        # Always RELEVANCE_DEPTH deep, so every search has the same crowd (the lead signals).
         result = service.search(
             text,
             knowledge_base.pk,
             mode=mode,
-            top_k=depth,
+            top_k=RELEVANCE_DEPTH,
             score_threshold=0.0,
             filters=SearchFilters(exclude_chunk_ids=frozenset(exclude)),
         )
@@ -214,18 +215,20 @@ def fit_relevance(
 
     for mode in modes:
         for doc_id, text in sources:
-            legs, hits = run(text, mode, RELEVANCE_DEPTH)
+            legs, hits = run(text, mode)
             others = [hit for hit in hits if hit.document_id != doc_id]
             for hit in hits:
                 if hit.document_id == doc_id:
                     examples[legs].append((hit.signals, True, 1 / groups[0]))
                 else:
                     examples[legs].append((hit.signals, False, 1 / groups[0] / len(others)))
-            legs, hits = run(text, mode, NEGATIVE_DEPTH, chunks_of[doc_id])
+            legs, hits = run(text, mode, chunks_of[doc_id])
+            hits = hits[:NEGATIVE_DEPTH]
             for hit in hits:
                 examples[legs].append((hit.signals, False, 1 / groups[1] / len(hits)))
         for text in unrelated:
-            legs, hits = run(text, mode, NEGATIVE_DEPTH)
+            legs, hits = run(text, mode)
+            hits = hits[:NEGATIVE_DEPTH]
             for hit in hits:
                 examples[legs].append((hit.signals, False, 1 / groups[2] / len(hits)))
     models = {legs: fit(legs, found) for legs, found in examples.items() if legs}
