@@ -60,7 +60,11 @@ def test_the_default_rule_is_the_mean_of_the_legs_that_ran():
 
 def _examples(rng, positives, negatives):
     def row(centre):
-        return {"bm25_fraction": min(max(rng.gauss(centre, 0.15), 0), 1), "bm25_lead": 0.5, "query_known": 1.0}
+        return {
+            "bm25_fraction": min(max(rng.gauss(centre, 0.15), 0), 1),
+            "bm25_lead": 0.5,
+            "query_known": 1.0,
+        }
 
     return [(row(0.7), True, 1.0) for _ in range(positives)] + [
         (row(0.2), False, 1.0) for _ in range(negatives)
