@@ -13,6 +13,7 @@ protocol or transport failure, so the agent can read it and act.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -21,6 +22,7 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from mcp import types
 from mcp.server.lowlevel import Server
+from pydantic import ValidationError
 from rest_framework import exceptions
 
 from retrieval.mcp.tools import TOOLS, Tool
@@ -68,8 +70,11 @@ def build_server(api_key: str | None = None) -> Server:
     async def list_tools() -> list[types.Tool]:
         return tool_definitions()
 
-    @server.call_tool()
-    async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
+    # Arguments are checked in ``call`` against the tool's pydantic model (its inputSchema),
+    # after the key as REST does, not by the SDK's per-call jsonschema pass (which also
+    # re-checks the schema itself on every call).
+    @server.call_tool(validate_input=False)
+    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         tool = _BY_NAME.get(name)
         if tool is None:
             return _error_result(error_body("unknown_tool", f"There is no tool named {name!r}."))
@@ -89,10 +94,11 @@ def _stdio_call(tool: Tool, arguments: Mapping[str, Any], raw_key: str) -> Any:
         close_old_connections()
 
 
-def call(tool: Tool, arguments: Mapping[str, Any], key: ApiKey | str) -> Any:
+def call(tool: Tool, arguments: Mapping[str, Any], key: ApiKey | str) -> types.CallToolResult:
     """Run ``tool`` for ``key`` (an authenticated key, or a raw one to authenticate) as the REST
-    API runs a request: authentication, permission, rate limit, then the work. The answer's
-    dict, or an error result."""
+    API runs a request: authentication, permission, rate limit, then the work. The answer is
+    structured content (what the outputSchema describes, which our tests hold the answers to
+    through the SDK client's own check) and the same JSON as text; or an error result."""
     try:
         if isinstance(key, str):
             key = authenticate_api_key(key)
@@ -101,7 +107,8 @@ def call(tool: Tool, arguments: Mapping[str, Any], key: ApiKey | str) -> Any:
         wait = api_key_wait(key)
         if wait is not None:
             raise exceptions.Throttled(wait)
-        return tool.run(access, arguments)
+        _check_arguments(tool, arguments)
+        answer = tool.run(access, arguments)
     except Exception as exc:  # every failure becomes the agent's to read, as REST answers it
         translated = translate(exc)
         if isinstance(translated, exceptions.APIException):
@@ -110,6 +117,25 @@ def call(tool: Tool, arguments: Mapping[str, Any], key: ApiKey | str) -> Any:
         return _error_result(
             error_body("server_error", "The server failed to answer; the error was logged.")
         )
+    text = json.dumps(answer, ensure_ascii=False, separators=(",", ":"), default=str)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structuredContent=answer
+    )
+
+
+def _check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> None:
+    """Types against the tool's model (its inputSchema); the REST serializers check the rest.
+    Raises DRF's ValidationError, so the error reads as the REST API's 400 does."""
+    if tool.arguments is None:
+        if arguments:
+            raise exceptions.ValidationError({name: ["Unexpected argument."] for name in arguments})
+        return
+    try:
+        tool.arguments.model_validate(arguments)
+    except ValidationError as exc:
+        raise exceptions.ValidationError(
+            {".".join(map(str, e["loc"])) or "arguments": [e["msg"]] for e in exc.errors()}
+        ) from exc
 
 
 def _error_result(body: dict[str, Any]) -> types.CallToolResult:

@@ -198,10 +198,24 @@ def test_bad_arguments_get_the_rest_api_message(live, tenant, make_key):
         ]
 
     out_of_range, missing = live.over_http(key, call)
+    assert error_of(missing)["message"] == "knowledge_base_ids: Field required"
     rest = live.rest(key, f"/knowledge-bases/{kb.pk}/search", bad).json()["error"]
     assert error_of(out_of_range)["message"] == rest["message"]
     assert "top_k" in rest["message"]
-    assert missing.isError and "knowledge_base_ids" in missing.content[0].text
+
+    async def odd(session):
+        return [
+            await session.call_tool("list_knowledge_bases", {"colour": "blue"}),
+            await session.call_tool("delete_everything", {}),
+        ]
+
+    extra, unknown = live.over_http(key, odd)
+    assert error_of(extra) == {
+        "code": "invalid",
+        "message": "colour: Unexpected argument.",
+        "details": {"fields": {"colour": ["Unexpected argument."]}},
+    }
+    assert error_of(unknown)["code"] == "unknown_tool"
 
 
 def test_a_revoked_or_unknown_key_is_refused(live, tenant, make_key):
