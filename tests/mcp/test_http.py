@@ -3,11 +3,15 @@ lists, the same hits and context as the REST API for the same key and query, and
 the REST API makes (restriction, scope, revocation, rate limit, bad arguments) as a tool error
 with the REST API's message."""
 
+import itertools
+import threading
+
 import httpx
 import pytest
 
 from tenancy.models import ApiKey
 from tenancy.services import revoke_api_key
+from tests.conftest import at_once
 from tests.langchain.conftest import make_manuals
 from tests.mcp.conftest import answer_of, error_of
 
@@ -291,3 +295,41 @@ def test_get_and_delete_answer_405_and_a_trailing_slash_works(live, tenant, make
 
     live.mcp_url += "/"
     assert {tool.name for tool in live.over_http(key, listed)} == TOOLS
+
+
+def test_concurrent_sessions_each_get_their_own_answers(live, tenant, other_tenant, make_key):
+    """Sessions of different keys at once on the threaded live server: each call answers for
+    its own key (the request's key never leaks into another request's tool call)."""
+    ours, theirs = make_manuals(tenant), make_manuals(other_tenant, name="Theirs")
+    keys = {ours.pk: make_key(tenant, scopes=("read",)), theirs.pk: make_key(other_tenant)}
+
+    def session(kb_id: int):
+        other = theirs.pk if kb_id == ours.pk else ours.pk
+
+        async def calls(session):
+            answers = []
+            for _ in range(5):
+                answers.append(await session.call_tool("list_knowledge_bases", {}))
+                answers.append(
+                    await session.call_tool(
+                        "search", {"query": QUERY, "knowledge_base_ids": [other]}
+                    )
+                )
+            return kb_id, answers
+
+        return live.over_http(keys[kb_id], calls)
+
+    order = itertools.cycle([ours.pk, theirs.pk])
+    lock = threading.Lock()
+
+    def next_session():
+        with lock:
+            kb_id = next(order)
+        return session(kb_id)
+
+    results = at_once(6, next_session)
+    for kb_id, answers in results:
+        for listed, refused in zip(answers[::2], answers[1::2], strict=True):
+            assert [kb["id"] for kb in answer_of(listed)["knowledge_bases"]] == [kb_id]
+            assert error_of(refused)["code"] == "not_found"
+    assert sorted(kb_id for kb_id, _ in results) == sorted([ours.pk, theirs.pk] * 3)
