@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
+from rest_framework.serializers import Serializer
 
 from knowledge import access as knowledge_access
 from knowledge.models import Chunk
@@ -24,6 +25,7 @@ from retrieval.api.serializers import (
 from retrieval.formatting import citation, format_for_context
 from retrieval.langchain.documents import own_metadata
 from retrieval.mcp import schemas
+from retrieval.search import SearchResult
 from tenancy.api.access import Access
 
 
@@ -44,7 +46,12 @@ def list_knowledge_bases(access: Access, arguments: Mapping[str, Any]) -> dict[s
     }
 
 
-def _search(access: Access, arguments: Mapping[str, Any], single, multi):
+def _search(
+    access: Access,
+    arguments: Mapping[str, Any],
+    single: type[Serializer],
+    multi: type[Serializer],
+) -> tuple[SearchResult, dict[str, Any]]:
     """One knowledge base goes the way of ``/knowledge-bases/{id}/search``, several the way of
     ``/search``: the same hits as the REST call an agent would otherwise make."""
     data = {key: value for key, value in arguments.items() if value is not None}
