@@ -16,6 +16,8 @@ the table.
 - ``search --chunks N``, ``load --clients C --seconds S``, ``ingest --docs N`` and
   ``growth --sizes ...``: search latency and recall at scale, the HTTP API under load,
   ingestion through Celery workers, cost against corpus size.
+- ``mcp --clients C --seconds S``: the MCP endpoint under load, beside REST search in the same
+  run (requests, errors, p50/p95/p99).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from bench.fusion import add_fusion_arguments, bench_fusion, fusion_table
 from bench.growth import add_growth_arguments, bench_growth, growth_table
 from bench.ingest import add_ingest_arguments, bench_ingest, ingest_table
 from bench.load import add_load_arguments, bench_load, load_table
+from bench.mcp import add_mcp_arguments, bench_mcp, mcp_table
 from bench.ocr import add_ocr_arguments, bench_ocr, ocr_table
 from bench.search import add_search_arguments, bench_search, search_table
 
@@ -70,6 +73,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         add_load_arguments,
         bench_load,
         load_table,
+    ),
+    "mcp": Benchmark(
+        "C concurrent MCP clients calling the search tool at /mcp, beside REST search",
+        add_mcp_arguments,
+        bench_mcp,
+        mcp_table,
     ),
     "ingest": Benchmark(
         "end-to-end ingestion of N generated documents through real Celery workers",

@@ -1,5 +1,6 @@
 """The site: health, admin, and the REST API under ``/api/v1/`` (tenancy's ``me`` and API keys,
-knowledge's knowledge bases, documents and chunks, retrieval's search, context and Dify).
+knowledge's knowledge bases, documents and chunks, retrieval's search, context and Dify), and
+retrieval's MCP server at ``/mcp``.
 
 Apps are named by dotted strings only: ``rag_project`` sits below every app and imports none of
 them (tests/foundation/test_layering.py). Tenancy registers the ``id`` path converter the apps'
@@ -24,6 +25,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
+    path("", include("retrieval.mcp.urls")),  # /mcp: the MCP server over streamable HTTP
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
 

@@ -26,7 +26,8 @@ def _label(hit: Hit) -> str:
     return ", ".join(parts)
 
 
-def _source(number: int, hit: Hit) -> str:
+def citation(number: int, hit: Hit) -> str:
+    """A hit's source line, as the context lists it: ``[n] Title (file.pdf, page 3)``."""
     where = hit.original_filename or f"document {hit.document_id}"
     page = f", page {hit.page}" if hit.page is not None else ""
     return f"[{number}] {hit.document_title} ({where}{page})"
@@ -42,7 +43,7 @@ def format_for_context(hits: Sequence[Hit], max_chars: int = 6000) -> str:
     omitted = 0
     for number, hit in enumerate(hits, start=1):
         header = f"[{number}] {_label(hit)}\n"
-        source = _source(number, hit)
+        source = citation(number, hit)
         # Keep room for this source line, the sources heading and a note on what was left out.
         reserve = len(source) + 80 + sum(len(s) + 1 for s in sources)
         room = max_chars - used - reserve - len(header)

@@ -42,7 +42,7 @@ def fake_vector(text: str, dimensions: int) -> list[float]:
 
 
 class ScriptedServer:
-    """A real HTTP server on 127.0.0.1 that answers POSTs and records them. Answers in
+    """A real HTTP server on 127.0.0.1 that answers POSTs (and GETs) and records them. Answers in
     ``script`` are used first, in order; afterwards every request gets ``default``. A scripted
     answer with a body is sent as it is; without one, the subclass's ``respond`` writes it."""
 
@@ -87,6 +87,8 @@ class ScriptedServer:
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):  # the client timed out first
                     pass
+
+            do_GET = do_POST  # a GET is answered alike (it carries no body)
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True

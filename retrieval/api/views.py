@@ -10,10 +10,9 @@ prompt (numbered citations and sources, within ``max_chars``).
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
-from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from knowledge import access
+from retrieval.api.searching import run_search
 from retrieval.api.serializers import (
     ContextRequestSerializer,
     ContextResponseSerializer,
@@ -36,21 +35,7 @@ class _SearchView(TenantAPIView):
     request_serializer = SearchOptionsSerializer
 
     def _search(self, request, pk: int | None) -> tuple[SearchResult, dict]:
-        serializer = self.request_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        service = RAGService(self.tenant)
-        options = serializer.search_options()
-        query = serializer.validated_data["query"]
-        if pk is not None:
-            kb = access.access_knowledge_base(self.tenant, pk, self.access.knowledge_base_ids)
-            result = service.search(query, kb.pk, **options)
-        else:
-            ids = serializer.validated_data["knowledge_base_ids"]
-            for kb_id in ids:
-                if not self.access.allows_knowledge_base(kb_id):
-                    raise NotFound(f"Knowledge base {kb_id} not found.")
-            result = service.search_multiple_knowledge_bases(query, ids, **options)
-        return result, serializer.validated_data
+        return run_search(self.access, request.data, self.request_serializer, pk)
 
     def _context(self, request, pk: int | None) -> Response:
         result, data = self._search(request, pk)

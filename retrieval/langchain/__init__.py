@@ -5,15 +5,12 @@ In the process that holds the database:
 - ``KnowledgeBaseVectorStore`` (``vectorstore``): one knowledge base as a LangChain VectorStore;
 - ``KnowledgeBaseRetriever`` and ``get_retriever`` (``retriever``): hybrid search as retrievers;
 - ``ProviderEmbeddings``, ``LangChainEmbedder``, ``register_langchain_embeddings``
-  (``embeddings``): our embedding providers and LangChain's, each usable as the other.
+  (``embeddings``): our embedding providers and LangChain's, each usable as the other;
+- ``create_search_tool`` (``tools``): a search tool for agents over the retrievers.
 
-Anywhere, without Django (an agent's process):
-
-- ``RemoteKnowledgeBaseRetriever`` (``remote``): the same hybrid search over the REST API;
-- ``create_search_tool`` (``tools``): a search tool for agents over either retriever.
-
-Names are imported on first use, so ``from retrieval.langchain import
-RemoteKnowledgeBaseRetriever`` does not load Django.
+An agent in another process uses the client package instead (``clients/python``:
+``rag_kb_client.langchain.RemoteKnowledgeBaseRetriever`` and ``create_search_tool``), which
+needs neither Django nor this server. Names are imported on first use.
 """
 
 from importlib import import_module
@@ -28,8 +25,6 @@ _EXPORTS = {
     "LangChainEmbedder": "embeddings",
     "ProviderEmbeddings": "embeddings",
     "register_langchain_embeddings": "embeddings",
-    "RemoteKnowledgeBaseRetriever": "remote",
-    "RemoteSearchError": "remote",
     "create_search_tool": "tools",
 }
 

@@ -1,7 +1,8 @@
-"""Search hits as LangChain Documents and back. No Django imports: the remote retriever and the
-search tool use this in agent processes that have no database.
+"""Search hits as LangChain Documents and back, for the retrievers and the search tool (no
+Django imports). The client package's remote retriever (``rag_kb_client.langchain``) follows
+the same rule over the REST API, and tests/langchain/test_remote.py holds the two together.
 
-One rule for every retriever here, local or remote: a hit becomes a Document whose
+One rule for every retriever, local or remote: a hit becomes a Document whose
 ``page_content`` is the chunk's text, whose ``id`` is its document's LangChain id, and whose
 metadata is the hit as the REST API returns it, without ``content``: its ``rank``, the fused
 ``score``, its ``relevance`` (0-1) and every leg's signal, chunk, document and knowledge base

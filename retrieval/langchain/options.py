@@ -1,5 +1,6 @@
-"""What the local and the remote retriever share: the knowledge bases to search and the options
-of ``RAGService.search``, as retriever fields that a call can override. No Django imports.
+"""What the local retrievers share: the knowledge bases to search and the options of
+``RAGService.search``, as retriever fields that a call can override (the client package's
+remote retriever has the same fields). No Django imports.
 
 ``None`` means "the knowledge base's default". ``k`` is LangChain's name for ``top_k``.
 """

@@ -1,5 +1,6 @@
-"""A knowledge-base search tool for agents. No Django imports: it works over the remote
-retriever in an agent's process as well as over the local one.
+"""A knowledge-base search tool for agents in the server's process, over the local retrievers.
+(An agent elsewhere uses the client package's ``rag_kb_client.langchain.create_search_tool``,
+which answers alike over the REST API.)
 
 ``create_search_tool(retriever)`` gives a langchain-core tool taking ``{"query": ...}`` and
 answering with ``RAGService.format_for_tool_output`` (the best chunks with their citations);
@@ -17,17 +18,15 @@ from pydantic import BaseModel, Field
 
 from retrieval.formatting import format_for_tool_output
 from retrieval.langchain.documents import document_to_hit
-from retrieval.langchain.remote import RemoteSearchError
 
 DEFAULT_NAME = "search_knowledge_base"
 DEFAULT_DESCRIPTION = (
     "Search the knowledge base for passages relevant to a question. Input: the question or "
-    "keywords. Output: numbered passages with their document titles and relevance (0-1); cite "
-    "them by "
-    "number."
+    "keywords. Output: numbered passages with their document titles and relevance (0-1, how "
+    "likely each answers the question); cite them by number."
 )
 # LookupError: an unknown knowledge base; ValueError: an invalid query or option.
-_SEARCH_ERRORS = (LookupError, ValueError, RemoteSearchError)
+_SEARCH_ERRORS = (LookupError, ValueError)
 
 
 class SearchInput(BaseModel):
@@ -41,9 +40,8 @@ def create_search_tool(
     description: str = DEFAULT_DESCRIPTION,
     max_chunks: int = 5,
 ) -> BaseTool:
-    """A tool that searches with ``retriever`` (``KnowledgeBaseRetriever``,
-    ``RemoteKnowledgeBaseRetriever`` or ``RAGService.get_retriever``) and answers with at most
-    ``max_chunks`` chunks."""
+    """A tool that searches with ``retriever`` (``KnowledgeBaseRetriever`` or
+    ``RAGService.get_retriever``) and answers with at most ``max_chunks`` chunks."""
 
     def answer(documents: list[Document]) -> tuple[str, list[Document]]:
         hits = [document_to_hit(document) for document in documents]

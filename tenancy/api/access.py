@@ -64,17 +64,22 @@ class Access:
         return self.knowledge_base_ids is None or knowledge_base_id in self.knowledge_base_ids
 
 
+def access_for_key(key: ApiKey) -> Access:
+    """What an authenticated API key may do: its tenant, its scopes' permissions, and its
+    knowledge-base restriction (the REST API's requests and the MCP server's tool calls)."""
+    return Access(
+        tenant=key.tenant,
+        permissions=scope_permissions(key.scopes),
+        knowledge_base_ids=allowed_knowledge_base_ids(key),
+        api_key=key,
+    )
+
+
 def resolve_access(request) -> Access:
     """The tenant of ``request`` and what its caller may do there (see the module docstring).
     Raises NotAuthenticated (401), TenantRequired (400) or PermissionDenied (403)."""
     if isinstance(request.auth, ApiKey):
-        key = request.auth
-        return Access(
-            tenant=key.tenant,
-            permissions=scope_permissions(key.scopes),
-            knowledge_base_ids=allowed_knowledge_base_ids(key),
-            api_key=key,
-        )
+        return access_for_key(request.auth)
     user = request.user
     if user is None or not user.is_authenticated:
         raise NotAuthenticated()

@@ -39,6 +39,18 @@ class ApiKeyUser:
         return self.get_username()
 
 
+def authenticate_api_key(raw_key: str) -> ApiKey:
+    """The live key ``raw_key`` names, its use recorded; AuthenticationFailed (401) when it is
+    unknown or revoked. The one check of a key, for the REST API and the MCP server alike."""
+    api_key = find_api_key(raw_key)
+    if api_key is None:
+        raise AuthenticationFailed("Invalid API key.", code="invalid_api_key")
+    if api_key.revoked_at is not None:
+        raise AuthenticationFailed("This API key has been revoked.", code="api_key_revoked")
+    record_use(api_key)
+    return api_key
+
+
 class ApiKeyAuthentication(BaseAuthentication):
     """Authenticates ``Bearer rag_...`` headers; any other scheme is left to the next class."""
 
@@ -57,12 +69,7 @@ class ApiKeyAuthentication(BaseAuthentication):
             raw_key = parts[1].decode("ascii")
         except UnicodeDecodeError:
             raise AuthenticationFailed("Invalid API key.", code="invalid_api_key") from None
-        api_key = find_api_key(raw_key)
-        if api_key is None:
-            raise AuthenticationFailed("Invalid API key.", code="invalid_api_key")
-        if api_key.revoked_at is not None:
-            raise AuthenticationFailed("This API key has been revoked.", code="api_key_revoked")
-        record_use(api_key)
+        api_key = authenticate_api_key(raw_key)
         return ApiKeyUser(api_key), api_key
 
     def authenticate_header(self, request) -> str:

@@ -5,6 +5,7 @@ every web process shares the count. Rates are ``REST_FRAMEWORK["DEFAULT_THROTTLE
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import redis
 from rest_framework.settings import api_settings
@@ -59,3 +60,19 @@ class SessionUserRateThrottle(_SettingsRateThrottle):
         if isinstance(request.auth, ApiKey) or not request.user.is_authenticated:
             return None
         return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
+
+
+@dataclass(frozen=True)
+class _KeyCall:
+    """What ApiKeyRateThrottle reads of a request: the key that made it."""
+
+    auth: ApiKey
+
+
+def api_key_wait(key: ApiKey) -> float | None:
+    """Count one call of ``key`` outside a REST request (an MCP tool call) on the REST API's own
+    per-key counter: None when it may go ahead, else the seconds to wait (DRF's ``Throttled``)."""
+    throttle = ApiKeyRateThrottle()
+    if throttle.allow_request(_KeyCall(key), None):
+        return None
+    return throttle.wait()

@@ -6,8 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from rag_kb_client.langchain import RemoteKnowledgeBaseRetriever
 
-from retrieval.langchain import KnowledgeBaseRetriever, RemoteKnowledgeBaseRetriever
+from retrieval.langchain import KnowledgeBaseRetriever
 from retrieval.search import RAGService
 from tests.conftest import CEILING_S, REPO, subprocess_env
 from tests.factories import TenantFactory

@@ -3,15 +3,15 @@ be opened, searched, read or written, and looks exactly like a missing one; its 
 come back, even where both tenants use the same embedding model."""
 
 import pytest
+from rag_kb_client.errors import KnowledgeBaseNotFound as RemoteNotFound
+from rag_kb_client.langchain import RemoteKnowledgeBaseRetriever
 
 from knowledge.models import Document
 from retrieval.langchain import (
     KnowledgeBaseRetriever,
     KnowledgeBaseVectorStore,
-    RemoteKnowledgeBaseRetriever,
     create_search_tool,
 )
-from retrieval.langchain.remote import KnowledgeBaseNotFound as RemoteNotFound
 from retrieval.search import KnowledgeBaseNotFound, RAGService
 from tests.langchain.conftest import make_manuals
 

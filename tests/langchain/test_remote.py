@@ -7,9 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 from pydantic import SecretStr
-
-from retrieval.langchain import KnowledgeBaseRetriever, RemoteKnowledgeBaseRetriever
-from retrieval.langchain.remote import (
+from rag_kb_client.errors import (
     AuthenticationFailed,
     InvalidSearch,
     KnowledgeBaseNotFound,
@@ -19,6 +17,9 @@ from retrieval.langchain.remote import (
     ServerError,
     ServiceUnavailable,
 )
+from rag_kb_client.langchain import RemoteKnowledgeBaseRetriever
+
+from retrieval.langchain import KnowledgeBaseRetriever
 from retrieval.search.types import Hit
 from tests.fake_services import Scripted
 from tests.langchain.conftest import make_manuals

@@ -3,8 +3,9 @@ remote one against a live HTTP server of the search API."""
 
 import pytest
 from langchain_tests.integration_tests import RetrieversIntegrationTests
+from rag_kb_client.langchain import RemoteKnowledgeBaseRetriever
 
-from retrieval.langchain import KnowledgeBaseRetriever, RemoteKnowledgeBaseRetriever
+from retrieval.langchain import KnowledgeBaseRetriever
 from tests.langchain.conftest import make_manuals
 
 

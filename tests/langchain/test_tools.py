@@ -1,14 +1,16 @@
-"""The search tool for agents: format_for_tool_output over the local or the remote retriever,
-the documents as the tool message's artifact, and failures as answers the agent can relay."""
+"""The search tool for agents: format_for_tool_output over the local retriever (and the client
+package's tool over the remote one), the documents as the tool message's artifact, and failures
+as answers the agent can relay."""
 
 import pytest
 from asgiref.sync import sync_to_async
 from langchain_core.messages import ToolMessage
+from rag_kb_client.langchain import RemoteKnowledgeBaseRetriever
+from rag_kb_client.langchain import create_search_tool as create_remote_search_tool
 
 from retrieval.langchain import (
     KnowledgeBaseRetriever,
     KnowledgeBaseVectorStore,
-    RemoteKnowledgeBaseRetriever,
     create_search_tool,
 )
 from retrieval.search import RAGService
@@ -89,7 +91,8 @@ def test_the_tool_over_the_remote_retriever_answers_as_the_local_one(search_api,
         k=3,
         timeout=search_api.timeout,
     )
-    assert create_search_tool(retriever).invoke({"query": QUERY}) == expected(tenant, kb.pk)
+    answer = create_remote_search_tool(retriever).invoke({"query": QUERY})
+    assert answer == expected(tenant, kb.pk)
     unreachable = retriever.model_copy(update={"base_url": "http://127.0.0.1:9", "max_retries": 0})
-    answer = create_search_tool(unreachable).invoke({"query": QUERY})
+    answer = create_remote_search_tool(unreachable).invoke({"query": QUERY})
     assert answer.startswith("Error: could not reach the search API at http://127.0.0.1:9/")

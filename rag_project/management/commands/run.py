@@ -87,7 +87,8 @@ class Command(BaseCommand):
                 procs[name] = subprocess.Popen(cmd, cwd=settings.BASE_DIR)
             self.stdout.write(
                 self.style.SUCCESS(
-                    f"serving on http://{addr}/  (admin: /admin/, health: /healthz); Ctrl-C stops"
+                    f"serving on http://{addr}/  (admin: /admin/, health: /healthz, "
+                    "MCP: /mcp); Ctrl-C stops"
                 )
             )
             while not stop_requested and failure is None:
