@@ -18,6 +18,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from tests.conftest import CEILING_S
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        """A client that gave up (timed out) resets the connection: expected here."""
+
+
 @dataclass
 class Page:
     body: bytes = b""
@@ -92,7 +97,7 @@ class Site:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up first
                     pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
