@@ -81,6 +81,11 @@ class WebSource(models.Model):
     def __str__(self) -> str:
         return self.name or self.start_url
 
+    @property
+    def progress_or_none(self) -> dict | None:
+        """The progress of the current or last sync, None before the first."""
+        return self.progress or None
+
 
 class WebPage(models.Model):
     """One page of a source, by canonical URL: the validators and content hash of its last

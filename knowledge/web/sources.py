@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -20,7 +21,7 @@ from knowledge.services.documents import delete_document
 from knowledge.web.documents import canonical_url
 from knowledge.web.models import WebSource
 from rag_project.celery import enqueue
-from tenancy.errors import ensure_tenant
+from tenancy.errors import DomainError, ErrorKind, ensure_tenant
 from tenancy.models import Tenant
 
 EDITABLE_FIELDS = (
@@ -37,6 +38,19 @@ EDITABLE_FIELDS = (
     "time_budget_s",
     "sync_interval_s",
 )
+
+
+class InvalidWebSource(DomainError):
+    code = "invalid_web_source"
+    kind = ErrorKind.INVALID
+
+
+def _validated(source: WebSource) -> None:
+    try:
+        source.full_clean()
+    except ValidationError as exc:
+        messages = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+        raise InvalidWebSource(messages, fields=exc.message_dict) from None
 
 
 def _checked(fields: dict) -> dict:
@@ -57,7 +71,7 @@ def create_web_source(
     if unknown:
         raise TypeError(f"not web source fields: {sorted(unknown)}")
     source = WebSource(tenant=tenant, knowledge_base=knowledge_base, **_checked(fields))
-    source.full_clean()
+    _validated(source)
     with transaction.atomic():
         source.save()
         if sync:
@@ -72,7 +86,7 @@ def update_web_source(*, tenant: Tenant, source: WebSource, **fields) -> WebSour
         if name not in EDITABLE_FIELDS:
             raise TypeError(f"{name} is not a web source field")
         setattr(source, name, value)
-    source.full_clean()
+    _validated(source)
     source.save()
     return source
 
