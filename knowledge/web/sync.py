@@ -141,6 +141,7 @@ class _Crawl:
         self.progress = Progress()
         self.deadline = time.monotonic() + source.time_budget_s
         self.visited = 0
+        self.follow = False  # links are followed only without a sitemap
 
     # ------------------------------------------------------------------ discovery
 
@@ -148,7 +149,7 @@ class _Crawl:
         try:
             self.rules = self._robots()
             listed = self._sitemap_pages()
-            follow = not listed and self.source.follow_links
+            self.follow = follow = not listed and self.source.follow_links
             start = [discovery.canonical(self.source.start_url)]
             frontier = deque((url, 0) for url in (listed or start))
             seen = {url for url, _ in frontier}
@@ -251,6 +252,8 @@ class _Crawl:
             self.progress.unchanged += 1
             page.save()
             self._save_progress()
+            if not self.follow:
+                return []
             content = fetched.content or _read(stored)
             return self._links(fetched.url, content, stored.file_type if stored else "")
         try:
