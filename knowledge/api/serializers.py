@@ -177,6 +177,9 @@ class DocumentSerializer(serializers.ModelSerializer):
         help_text="An e-mail attachment: the message it came with (deleting the message "
         "deletes it).",
     )
+    source_url = serializers.CharField(
+        read_only=True, help_text="The URL a document from the web was fetched from; empty else."
+    )
 
     class Meta:
         model = Document
@@ -208,7 +211,6 @@ class DocumentSerializer(serializers.ModelSerializer):
             },
             "options": {"help_text": "How the file is read, as set at upload (Q&A pairs)."},
             "error": {"help_text": "Why processing failed, for the person who uploaded it."},
-            "source_url": {"help_text": "The URL a document from the web was fetched from."},
         }
 
 

@@ -44,6 +44,17 @@ class WebSyncProgressSerializer(serializers.Serializer):
 
 class WebSourceSerializer(serializers.ModelSerializer):
     knowledge_base_id = serializers.IntegerField(read_only=True)
+    # Checked by the service (http(s), host not refused); plain strings in the schema, since a
+    # blank sitemap_url is not a "uri".
+    start_url = serializers.CharField(
+        max_length=2000, help_text="Where links are followed from; its host is the scope."
+    )
+    sitemap_url = serializers.CharField(
+        max_length=2000,
+        required=False,
+        allow_blank=True,
+        help_text="Blank: the sitemaps robots.txt names, else /sitemap.xml, else links.",
+    )
     progress = WebSyncProgressSerializer(read_only=True, allow_null=True, source="progress_or_none")
     page_count = serializers.SerializerMethodField()
 
@@ -65,10 +76,6 @@ class WebSourceSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = [f for f in fields if f not in EDITABLE_FIELDS]
         extra_kwargs = {
-            "start_url": {"help_text": "Where links are followed from; its host is the scope."},
-            "sitemap_url": {
-                "help_text": "Blank: the sitemaps robots.txt names, else /sitemap.xml, else links."
-            },
             "include_prefixes": {"help_text": 'Only paths under these (e.g. ["/help/"]).'},
             "exclude_prefixes": {"help_text": "Never paths under these."},
             "error": {"help_text": "Why the last sync failed."},
