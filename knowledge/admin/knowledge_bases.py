@@ -102,6 +102,11 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
         return [
             (reverse("admin:knowledge_knowledgebase_upload", args=[kb.pk]), "Upload"),
             (documents_url(kb), "Documents"),
+            (
+                reverse("admin:knowledge_websource_changelist")
+                + f"?knowledge_base__id__exact={kb.pk}",
+                "Web sources",
+            ),
         ]
 
     # ------------------------------------------------------------------ settings page

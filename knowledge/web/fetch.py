@@ -192,7 +192,9 @@ def _read(url: httpx.URL, response: httpx.Response, policy: FetchPolicy, deadlin
 
 def _bounded_body(url: httpx.URL, response: httpx.Response, cap: int, deadline: float) -> bytes:
     """The (decoded) body, read until ``cap`` bytes: a page over it fails without being kept,
-    whatever its Content-Length said; a body that trickles stops at the deadline."""
+    whatever its Content-Length said. No block is read after the deadline, and each wait for
+    one is bounded by the time that was left when the request was sent, so a body that
+    trickles ends within twice the time limit at worst."""
     too_large = FetchTooLarge(f"{url} is larger than the limit of {cap:,} bytes")
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > cap:
