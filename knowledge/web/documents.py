@@ -29,7 +29,7 @@ from knowledge.services.documents import (
     enqueue_processing,
 )
 from knowledge.services.uploads import UploadOutcome
-from knowledge.web.fetch import check_url, fetch
+from knowledge.web.fetch import UrlInvalid, check_url, fetch
 from knowledge.web.policy import allow_list, fetch_policy
 from knowledge.web.sniff import file_name, sniff
 from tenancy.errors import ErrorKind, ensure_tenant
@@ -46,9 +46,15 @@ def placeholder_sha256(url: str) -> str:
     return hashlib.sha256(b"url\x00" + url.encode()).hexdigest()
 
 
+MAX_URL_CHARS = 2000  # Document.source_url, WebSource and WebPage URLs
+
+
 def canonical_url(raw: str) -> str:
     """The checked URL as stored: http(s), no fragment, host lower-cased (``check_url``)."""
-    return str(check_url(raw, allow_list()))
+    url = str(check_url(raw, allow_list()))
+    if len(url) > MAX_URL_CHARS:
+        raise UrlInvalid(f"the URL is longer than {MAX_URL_CHARS} characters")
+    return url
 
 
 def create_url_document(

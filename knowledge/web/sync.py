@@ -47,6 +47,7 @@ from knowledge.services.documents import (
 )
 from knowledge.web import discovery
 from knowledge.web.addresses import Resolver, system_resolver
+from knowledge.web.documents import MAX_URL_CHARS
 from knowledge.web.fetch import Fetched, FetchTimedOut, HttpStatusError, fetch
 from knowledge.web.models import WebPage, WebSource
 from knowledge.web.policy import fetch_policy
@@ -173,7 +174,11 @@ class _Crawl:
             self._save_progress()
 
     def _wanted(self, url: str) -> bool:
-        return self.scope.holds(url) and self.rules.can_fetch(self.agent, url)
+        return (
+            len(url) <= MAX_URL_CHARS
+            and self.scope.holds(url)
+            and self.rules.can_fetch(self.agent, url)
+        )
 
     def _check_limits(self) -> None:
         if self.visited >= self.source.max_pages:

@@ -190,3 +190,9 @@ def test_ingest_takes_urls_beside_files(empty_kb, site, local, tmp_path):
     )
     (refused,) = summary["refused"]
     assert refused["file"] == "http://169.254.169.254/" and "link-local" in refused["reason"]
+
+
+def test_a_url_too_long_to_store_is_refused(client, empty_kb):
+    response = post_urls(client, empty_kb, url="https://help.example.com/" + "é" * 400)
+    assert response.status_code == 400
+    assert "longer than 2000 characters" in error_of(response)["message"]
