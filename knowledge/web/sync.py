@@ -151,7 +151,7 @@ class _Crawl:
             self.rules = self._robots()
             listed = self._sitemap_pages()
             self.follow = follow = not listed and self.source.follow_links
-            start = [discovery.canonical(self.source.start_url)]
+            start = [u for u in [discovery.canonical(self.source.start_url)] if self._wanted(u)]
             frontier = deque((url, 0) for url in (listed or start))
             seen = {url for url, _ in frontier}
             self.progress.found = len(seen)

@@ -124,6 +124,15 @@ def test_robots_txt_disallow_rules_are_obeyed(kb, site, local):
     assert Document.objects.filter(knowledge_base=kb).count() == 3
 
 
+def test_robots_txt_is_obeyed_for_the_start_page_too(kb, site, local):
+    site.html("/help/", "Help", "Start here.", ("/help/a",))
+    site.html("/help/a", "A", "Words.")
+    site.pages["/robots.txt"] = Page(body=b"User-agent: *\nDisallow: /help/\n")
+    source = synced(source_of(kb, site))
+    assert site.fetched("/help/") == [] and site.fetched("/help/a") == []
+    assert source.progress["fetched"] == 0 and not Document.objects.exists()
+
+
 def test_without_a_sitemap_links_are_followed_breadth_first_to_the_max_depth(kb, site, local):
     chain = ["/help/", "/help/a", "/help/b", "/help/c", "/help/d"]
     for here, there in zip(chain, [*chain[1:], "/help/"], strict=True):
