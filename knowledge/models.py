@@ -146,6 +146,7 @@ class Document(models.Model):
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
+        FETCHING = "fetching", "Fetching"  # a document from a URL (knowledge.web)
         PARSING = "parsing", "Parsing"
         CHUNKING = "chunking", "Chunking"
         EMBEDDING = "embedding", "Embedding"
@@ -185,6 +186,9 @@ class Document(models.Model):
     # How the file is read, as chosen at upload (knowledge.ingestion.parsing.ParseOptions:
     # qa_pairs, qa_question_column, qa_answer_column); kept for reprocessing.
     options = models.JSONField(default=dict, blank=True)
+    # Web import (knowledge.web): the URL the document was fetched from. A document from a URL
+    # is created without a file; processing fetches it first (status ``fetching``).
+    source_url = models.URLField(max_length=2000, blank=True)
     analyzer_version = models.PositiveSmallIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -270,3 +274,7 @@ class StagedEmbedding(models.Model):
 
     def __str__(self) -> str:
         return f"staged {self.embedding_model} vector of chunk {self.chunk_id}"
+
+
+# Web sources and their pages (knowledge.web), registered with this app.
+from knowledge.web.models import WebPage, WebSource  # noqa: E402, F401

@@ -3,6 +3,7 @@
 from celery import shared_task
 
 from knowledge.services import processing, reindex, upkeep
+from knowledge.web import sources, sync
 
 
 @shared_task(name="knowledge.process_document")
@@ -31,3 +32,14 @@ def queue_outdated_reanalysis_task() -> list[int]:
 @shared_task(name="knowledge.reembed_knowledge_base")
 def reembed_knowledge_base_task(knowledge_base_id: int) -> str:
     return reindex.reembed_knowledge_base(knowledge_base_id)
+
+
+@shared_task(name="knowledge.sync_web_source")
+def sync_web_source_task(web_source_id: int) -> str:
+    return sync.sync_web_source(web_source_id)
+
+
+@shared_task(name="knowledge.queue_due_web_syncs")
+def queue_due_web_syncs_task() -> list[int]:
+    """Web sources whose sync interval has passed, and lost syncs (beat, every minute)."""
+    return sources.queue_due_syncs()

@@ -12,7 +12,8 @@ from knowledge.admin.api_keys import RestrictedApiKeyAdmin
 from knowledge.admin.chunks import ChunkAdmin
 from knowledge.admin.documents import DocumentAdmin
 from knowledge.admin.knowledge_bases import KnowledgeBaseAdmin
-from knowledge.models import Chunk, Document, KnowledgeBase
+from knowledge.admin.web_sources import WebSourceAdmin
+from knowledge.models import Chunk, Document, KnowledgeBase, WebSource
 from tenancy.models import ApiKey
 
 admin.site.site_header = "Knowledge base administration"
@@ -25,5 +26,6 @@ admin.site.register(ApiKey, RestrictedApiKeyAdmin)
 admin.site.register(KnowledgeBase, KnowledgeBaseAdmin)
 admin.site.register(Document, DocumentAdmin)
 admin.site.register(Chunk, ChunkAdmin)
+admin.site.register(WebSource, WebSourceAdmin)
 
-__all__ = ["ChunkAdmin", "DocumentAdmin", "KnowledgeBaseAdmin"]
+__all__ = ["ChunkAdmin", "DocumentAdmin", "KnowledgeBaseAdmin", "WebSourceAdmin"]

@@ -26,7 +26,7 @@ class MultipleFileField(forms.FileField):
 
     def clean(self, data, initial=None):
         files = data if isinstance(data, list | tuple) else [data] if data else []
-        if not files:
+        if not files and self.required:
             raise forms.ValidationError("Choose or drop at least one file.", code="required")
         # Only the presence of a name is checked here: type, size, emptiness and duplicates are
         # judged per file by the upload service, so one bad file does not refuse the others.
@@ -34,13 +34,29 @@ class MultipleFileField(forms.FileField):
 
 
 class UploadForm(forms.Form):
-    files = MultipleFileField(label="Files")
+    files = MultipleFileField(label="Files", required=False)
+    # Web import (knowledge.web): documents fetched from URLs by the worker.
+    urls = forms.CharField(
+        required=False,
+        label="URLs",
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "https://help.example.com/faq"}),
+        help_text="One http(s) URL per line; each page is fetched in the background.",
+    )
     replace = forms.BooleanField(
         required=False,
         label="Replace",
         help_text="Process a file already in this knowledge base again, and replace an earlier "
         "document of the same file name once the new one is ready.",
     )
+
+    def clean_urls(self) -> list[str]:
+        return [line.strip() for line in self.cleaned_data["urls"].splitlines() if line.strip()]
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("files") and not data.get("urls") and not self.errors:
+            raise forms.ValidationError("Choose or drop at least one file, or give a URL.")
+        return data
 
 
 def embedding_config(provider: str, model: str = "", dimensions: int | None = None):

@@ -33,6 +33,7 @@ from knowledge.services.knowledge_base_changes import (
 from knowledge.services.knowledge_bases import create_knowledge_base
 from knowledge.services.reindex import change_embedding
 from knowledge.services.uploads import UploadOutcome, upload_documents
+from knowledge.web.documents import create_url_documents
 from tenancy.admin.scoping import TenantScopedAdmin, allowed, tenant_ids
 from tenancy.roles import Permission
 
@@ -101,6 +102,11 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
         return [
             (reverse("admin:knowledge_knowledgebase_upload", args=[kb.pk]), "Upload"),
             (documents_url(kb), "Documents"),
+            (
+                reverse("admin:knowledge_websource_changelist")
+                + f"?knowledge_base__id__exact={kb.pk}",
+                "Web sources",
+            ),
         ]
 
     # ------------------------------------------------------------------ settings page
@@ -252,6 +258,12 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
                 tenant=kb.tenant,
                 knowledge_base=kb,
                 files=form.cleaned_data["files"],
+                replace=form.cleaned_data["replace"],
+            )
+            outcomes += create_url_documents(
+                tenant=kb.tenant,
+                knowledge_base=kb,
+                urls=form.cleaned_data["urls"],
                 replace=form.cleaned_data["replace"],
             )
             form = UploadForm()

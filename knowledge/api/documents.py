@@ -9,6 +9,12 @@ An upload answers 202 as soon as the files are stored: a Celery worker processes
 - none accepted: the error shape, with ``details.results``. Its status is the files' common one
   (409 duplicate, 413 too large, 415 unsupported type, 400 empty) or 400 ``upload_refused`` when
   they failed in different ways.
+
+URLs (``url`` or ``urls``, JSON or form, beside or instead of files) are judged the same way:
+an invalid URL or one whose host is an address that is not public (``127.0.0.1``,
+``169.254.169.254``, ``localhost``...) is refused at once with 400 ``url_invalid`` or
+``url_refused``; an accepted one is a pending document that the worker fetches (status
+``fetching``), failing with the reason when the site refuses, is too large or too slow.
 """
 
 from __future__ import annotations
@@ -17,8 +23,8 @@ from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import MultiPartParser
+from rest_framework.exceptions import UnsupportedMediaType, ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from knowledge import access
@@ -30,6 +36,7 @@ from knowledge.api.serializers import (
 from knowledge.models import Document
 from knowledge.services.documents import delete_document, reprocess_document
 from knowledge.services.uploads import UploadOutcome, upload_documents
+from knowledge.web.documents import create_url_documents
 from tenancy.api.errors import ApiError, PayloadTooLarge, describe, translate
 from tenancy.api.schema import error_responses
 from tenancy.api.views import TenantAPIView
@@ -92,7 +99,8 @@ def _refusal(outcomes: list[UploadOutcome], results: list[dict]) -> ApiError:
 
 class DocumentListView(TenantAPIView):
     required = {"POST": Permission.WRITE_DOCUMENTS}
-    parser_classes = [MultiPartParser]  # uploads are multipart only
+    # Files are multipart only; URLs (knowledge.web) may come as JSON or a form too.
+    parser_classes = [MultiPartParser, JSONParser, FormParser]
 
     @extend_schema(
         summary="List a knowledge base's documents",
@@ -113,7 +121,10 @@ class DocumentListView(TenantAPIView):
     @extend_schema(
         summary="Upload documents",
         description=UPLOAD_DESCRIPTION,
-        request={"multipart/form-data": DocumentUploadSerializer},
+        request={
+            "multipart/form-data": DocumentUploadSerializer,
+            "application/json": DocumentUploadSerializer,
+        },
         responses={
             202: OpenApiResponse(
                 UploadResponseSerializer, description="Stored; processing is queued."
@@ -131,6 +142,10 @@ class DocumentListView(TenantAPIView):
                 f"{settings.RAG_MAX_UPLOAD_BYTES:,} bytes.",
                 code="request_too_large",
             )
+        if "files" in request.data and not request.content_type.startswith("multipart/"):
+            raise UnsupportedMediaType(
+                request.content_type, "Files are uploaded as multipart/form-data."
+            )
         serializer = DocumentUploadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -141,6 +156,13 @@ class DocumentListView(TenantAPIView):
             replace=data["replace"],
             metadata=data["metadata"],
             options=serializer.parse_options(),
+        )
+        outcomes += create_url_documents(
+            tenant=self.tenant,
+            knowledge_base=kb,
+            urls=data["urls"],
+            replace=data["replace"],
+            metadata=data["metadata"],
         )
         results = [_result(outcome) for outcome in outcomes]
         accepted = [outcome.document for outcome in outcomes if outcome.accepted]

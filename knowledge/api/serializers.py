@@ -177,6 +177,9 @@ class DocumentSerializer(serializers.ModelSerializer):
         help_text="An e-mail attachment: the message it came with (deleting the message "
         "deletes it).",
     )
+    source_url = serializers.CharField(
+        read_only=True, help_text="The URL a document from the web was fetched from; empty else."
+    )
 
     class Meta:
         model = Document
@@ -196,6 +199,7 @@ class DocumentSerializer(serializers.ModelSerializer):
             "replaces_id",
             "parent_id",
             "options",
+            "source_url",
             "created_at",
             "updated_at",
             "processed_at",
@@ -213,12 +217,24 @@ class DocumentSerializer(serializers.ModelSerializer):
 class DocumentUploadSerializer(serializers.Serializer):
     files = serializers.ListField(
         child=serializers.FileField(allow_empty_file=True, use_url=False),
-        min_length=1,
+        required=False,
+        default=list,
         max_length=settings.RAG_MAX_UPLOAD_FILES,
         help_text="One or more files (repeat the form field). Accepted types: "
         f"{ACCEPTED_EXTENSIONS}; at most RAG_MAX_UPLOAD_BYTES each. Scanned PDF pages and "
         "images are read by OCR; an e-mail's attachments become documents of their own.",
     )
+    # Web import (knowledge.web): documents fetched from URLs by the worker.
+    urls = serializers.ListField(
+        child=serializers.CharField(max_length=2000),
+        required=False,
+        default=list,
+        max_length=settings.RAG_MAX_UPLOAD_FILES,
+        help_text="http(s) URLs to fetch, each a document (JSON or form; `url` for one). The "
+        "worker fetches them: status `fetching`, then processing as for files. Addresses that "
+        "are not public are refused unless RAG_WEB_ALLOWED_HOSTS names them.",
+    )
+    url = serializers.CharField(max_length=2000, required=False, help_text="One URL to fetch.")
     replace = serializers.BooleanField(
         default=False,
         help_text="A file already in the knowledge base is processed again instead of "
@@ -254,6 +270,12 @@ class DocumentUploadSerializer(serializers.Serializer):
     )
 
     def validate(self, attrs: dict) -> dict:
+        if attrs.get("url"):
+            attrs["urls"] = [*attrs["urls"], attrs.pop("url")]
+        if not attrs["files"] and not attrs["urls"]:
+            raise serializers.ValidationError(
+                {"files": "Send one or more files, or one or more URLs (url or urls)."}
+            )
         named = attrs["qa_question_column"] or attrs["qa_answer_column"]
         if named and attrs["qa_pairs"] is False:
             raise serializers.ValidationError(
@@ -272,7 +294,7 @@ class DocumentUploadSerializer(serializers.Serializer):
 
 
 class UploadResultSerializer(serializers.Serializer):
-    file = serializers.CharField(help_text="The file name as uploaded.")
+    file = serializers.CharField(help_text="The file name as uploaded, or the URL given.")
     outcome = serializers.ChoiceField(choices=["accepted", "duplicate", "refused"])
     document_id = serializers.IntegerField(
         allow_null=True, help_text="The created document, or for a duplicate the existing one."

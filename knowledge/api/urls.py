@@ -1,6 +1,6 @@
 from django.urls import path
 
-from knowledge.api import chunks, documents, knowledge_bases
+from knowledge.api import chunks, documents, knowledge_bases, web_sources
 
 urlpatterns = [
     path(
@@ -31,4 +31,15 @@ urlpatterns = [
     ),
     path("documents/<id:pk>/chunks", chunks.DocumentChunksView.as_view(), name="document-chunks"),
     path("chunks/<id:pk>", chunks.ChunkDetailView.as_view(), name="chunk-detail"),
+    path(
+        "knowledge-bases/<id:pk>/web-sources",
+        web_sources.WebSourceListView.as_view(),
+        name="web-source-list",
+    ),
+    path(
+        "web-sources/<id:pk>", web_sources.WebSourceDetailView.as_view(), name="web-source-detail"
+    ),
+    path(
+        "web-sources/<id:pk>/sync", web_sources.WebSourceSyncView.as_view(), name="web-source-sync"
+    ),
 ]

@@ -52,6 +52,7 @@ from knowledge.services.documents import (
     stored_files,
 )
 from knowledge.services.knowledge_bases import bump_index_version
+from knowledge.web.documents import fetch_into, needs_fetching
 
 logger = logging.getLogger(__name__)
 Status = Document.Status
@@ -155,6 +156,9 @@ def process_document(document_id: int) -> str:
 def _run(document: Document) -> str:
     kb = document.knowledge_base
     progress = _Progress(document.pk)
+    if needs_fetching(document):  # a document from a URL: its bytes come first (knowledge.web)
+        _set(document.pk, Status.FETCHING, 1)
+        fetch_into(document)
     progress.step(Status.PARSING)
     with document.file.open("rb") as handle:
         data = handle.read()

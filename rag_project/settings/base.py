@@ -140,6 +140,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "knowledge.queue_outdated_reanalysis",
         "schedule": 600,
     },
+    # Web sources whose sync interval has passed (and syncs whose task was lost).
+    "queue-due-web-syncs": {
+        "task": "knowledge.queue_due_web_syncs",
+        "schedule": 60,
+    },
     # BM25 builds and calibrations whose task was lost (broker down when it was queued).
     "reap-index-upkeep": {
         "task": "retrieval.reap_index_upkeep",
@@ -180,6 +185,16 @@ RAG_OCR_ENGINE = env.str(
 # reaper (Celery beat), and failed after RAG_MAX_PROCESSING_ATTEMPTS.
 RAG_STUCK_AFTER_S = env.int("RAG_STUCK_AFTER_S", default=15 * 60)
 RAG_MAX_PROCESSING_ATTEMPTS = env.int("RAG_MAX_PROCESSING_ATTEMPTS", default=3)
+
+# --------------------------------------------------------------------------- web import
+# Hosts (exact names), addresses and networks (CIDR) a URL may lead to although they are not
+# public: by default loopback, private, link-local (169.254.169.254), CGNAT and other
+# non-public addresses are refused, so a tenant's URL cannot reach the deployment's network.
+RAG_WEB_ALLOWED_HOSTS = env.list("RAG_WEB_ALLOWED_HOSTS", default=[])
+RAG_WEB_MAX_BYTES = env.int("RAG_WEB_MAX_BYTES", default=RAG_MAX_UPLOAD_BYTES)
+RAG_WEB_TIMEOUT_S = env.float("RAG_WEB_TIMEOUT_S", default=30.0)  # a whole fetch, redirects in
+RAG_WEB_MAX_REDIRECTS = env.int("RAG_WEB_MAX_REDIRECTS", default=5)
+RAG_WEB_USER_AGENT = env.str("RAG_WEB_USER_AGENT", default="rag-knowledge-base/1.0")
 
 # --------------------------------------------------------------------------- files
 # Uploaded files live outside any web root, under generated names; they are served only by

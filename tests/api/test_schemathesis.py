@@ -24,6 +24,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from knowledge.web.sources import create_web_source
 from tenancy.models import ApiKey, Membership
 from tenancy.services import create_api_key
 from tests.api.conftest import MANUALS, make_kb
@@ -77,11 +78,15 @@ def session_credentials(user) -> tuple[dict, dict]:
 
 def real_ids(kb, key: ApiKey) -> dict[str, int]:
     document = kb.docs["pumps.md"]
+    source = create_web_source(
+        tenant=kb.tenant, knowledge_base=kb, start_url="https://help.example.com/", sync=False
+    )
     return {
         "knowledge-bases": kb.pk,
         "documents": document.pk,
         "chunks": document.chunks.first().pk,
         "api-keys": key.pk,
+        "web-sources": source.pk,
     }
 
 
@@ -107,7 +112,7 @@ def test_generated_requests_get_no_server_error_and_schema_conforming_answers(
         (result.ok() for result in schema.get_all_operations()),
         key=order,
     )
-    assert len(operations) == 23
+    assert len(operations) == 29  # 23, and 6 of web sources
     failures: list[str] = []
     calls = 0
 

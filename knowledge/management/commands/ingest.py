@@ -1,6 +1,7 @@
-"""``python manage.py ingest --tenant T --kb KB [--create] [--wait] [--sync] [--json] PATH...``
+"""``python manage.py ingest --tenant T --kb KB [--create] [--wait] [--sync] [--json] PATH|URL...``
 
-Ingests files and folders (recursively) into a knowledge base and prints a summary: ready,
+Ingests files, folders (recursively) and http(s) URLs (fetched as the first step of their
+processing, under the RAG_WEB_* rules) into a knowledge base and prints a summary: ready,
 failed (with reasons), refused (with reasons) and duplicates. Documents are processed by the
 Celery workers; with ``--sync``, or when no worker answers, they are processed in this process
 instead (e-mail attachments included), and the command says so.
@@ -16,11 +17,12 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from knowledge import selectors
-from knowledge.ingestion.parsing import FileTooLarge, UnsupportedFileType
+from knowledge.ingestion.parsing import FileTooLarge, ParseError, UnsupportedFileType
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services import documents as document_services
 from knowledge.services import processing
 from knowledge.services.knowledge_bases import create_knowledge_base
+from knowledge.web.documents import create_url_document
 from tenancy.models import Tenant
 from tenancy.services import get_or_create_tenant
 
@@ -36,9 +38,15 @@ def _worker_answers() -> bool:
         return False
 
 
+def _is_url(raw: str) -> bool:
+    return raw.lower().startswith(("http://", "https://"))
+
+
 def _files(paths: list[str]) -> list[Path]:
     found: list[Path] = []
     for raw in paths:
+        if _is_url(raw):
+            continue
         path = Path(raw)
         if path.is_dir():
             found.extend(sorted(p for p in path.rglob("*") if p.is_file()))
@@ -53,7 +61,7 @@ class Command(BaseCommand):
     help = "Ingest files or folders into a knowledge base."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("paths", nargs="+", metavar="PATH")
+        parser.add_argument("paths", nargs="+", metavar="PATH|URL")
         parser.add_argument("--tenant", required=True, help="tenant name")
         parser.add_argument("--kb", required=True, help="knowledge base name")
         parser.add_argument("--create", action="store_true", help="create tenant and KB if missing")
@@ -72,7 +80,7 @@ class Command(BaseCommand):
             self.stderr.write("no Celery worker answered; processing in this process")
 
         summary: dict[str, list] = {"ready": [], "failed": [], "refused": [], "duplicates": []}
-        created: list[tuple[Path, Document]] = []
+        created: list[tuple[Path | str, Document]] = []
         for path in files:
             try:
                 with path.open("rb") as stream:
@@ -92,6 +100,22 @@ class Command(BaseCommand):
                 summary["duplicates"].append(
                     {"file": str(path), "reason": str(exc), "document_id": exc.existing.pk}
                 )
+        for url in filter(_is_url, paths):
+            try:
+                document = create_url_document(
+                    tenant=tenant_obj,
+                    knowledge_base=kb_obj,
+                    url=url,
+                    replace=replace,
+                    queue=not sync,
+                )
+                created.append((url, document))
+            except ParseError as exc:  # an invalid or refused URL
+                summary["refused"].append({"file": url, "reason": str(exc)})
+            except document_services.DuplicateDocument as exc:
+                summary["duplicates"].append(
+                    {"file": url, "reason": str(exc), "document_id": exc.existing.pk}
+                )
 
         if sync:
             # An e-mail's attachments become documents as it is processed: they are processed
@@ -101,7 +125,7 @@ class Command(BaseCommand):
                 attachments = Document.objects.filter(
                     parent=document, status=Document.Status.PENDING
                 )
-                created.extend((path / a.original_filename, a) for a in attachments)
+                created.extend((f"{path}/{a.original_filename}", a) for a in attachments)
                 self._progress(i, len(created))
         elif wait:
             self._wait([d.pk for _, d in created])
