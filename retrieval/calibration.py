@@ -30,8 +30,8 @@ pieces) because real questions rarely quote a chunk. Positives: hits from the do
 was cut from. Negatives, a third of their weight each: the other hits of those queries, the
 best hits of the same queries with their source document excluded (questions the knowledge
 base cannot answer), and the best hits of queries cut from unrelated everyday text
-(``data/unrelated_text.txt``). Each combination of legs (keyword, vector, hybrid) gets its own
-model, fitted on the searches where exactly those legs ran.
+(``data/unrelated_text.txt``). Each leg gets its own model, fitted on searches of that leg
+alone (a hybrid search weighs the two).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ from django.utils import timezone
 
 from knowledge.embeddings.coverage import dominant_script, script_units
 from knowledge.models import Chunk, Document, KnowledgeBase
-from retrieval.relevance import RelevanceModel, fit, legs_key
+from retrieval.relevance import RelevanceModel, fit
 from retrieval.search import RAGService
-from retrieval.search.types import Leg, SearchFilters
+from retrieval.search.types import SearchFilters
 from tenancy.models import Tenant
 
 SAMPLE = 60
@@ -193,7 +193,7 @@ def fit_relevance(
         chunks_of[doc_id].append(chunk_id)
     modes = ["keyword"]
     if knowledge_base.embedding_provider != KnowledgeBase.EmbeddingProvider.NONE:
-        modes += ["vector", "hybrid"]
+        modes.append("vector")
     examples: dict[str, list] = defaultdict(list)
     groups = (len(sources) or 1, len(sources) or 1, len(unrelated) or 1)
 
@@ -208,10 +208,9 @@ def fit_relevance(
             filters=SearchFilters(exclude_chunk_ids=frozenset(exclude)),
         )
         kb_trace = result.trace.knowledge_bases[0]
-        if kb_trace.warnings:  # a vector leg asked for on text its model does not embed
-            return None, []
-        ran = set(kb_trace.retrieval_path)
-        return legs_key(Leg.KEYWORD in ran, Leg.VECTOR in ran), result.hits
+        if kb_trace.warnings or kb_trace.retrieval_path != [mode]:
+            return None, []  # text the model does not embed, or the leg fell back to the other
+        return mode, result.hits
 
     for mode in modes:
         for doc_id, text in sources:

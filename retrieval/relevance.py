@@ -16,12 +16,15 @@ estimated from what each hit already carries, without labels:
   the crowd is the score at rank ``CROWD_RANK`` of the leg (0 when fewer were found): an
   answer tends to stand out, while a question without one finds many near-equal look-alikes;
 - ``cosine``: the vector leg's similarity (the embedding model's own scale), and
-  ``cosine_lead``, its margin over the vector leg's crowd the same way;
-- ``agreement``: 1 / the worse of its two leg ranks (both legs put it first: 1), 0 when only
-  one leg found it.
+  ``cosine_lead``, its margin over the vector leg's crowd the same way.
 
-A logistic model over the signals of the legs that ran (keyword, vector or both) turns them
-into a probability. Each knowledge base fits its own models during calibration
+A logistic model per leg turns that leg's signals into a probability; a hybrid search weighs
+the two legs' probabilities by the fusion weights it ran with (a leg that did not find the hit
+judges it from zeros, so a hit both legs found ranks above one only one leg found). Weighing
+the legs rather than fitting one model over both signals keeps the vector leg's judgement: the
+pseudo-queries below are cut from the text, so the keyword signals explain them almost alone
+and a joint fit would give the cosine no say, while on people's paraphrased questions it
+matters. Each knowledge base fits its own models during calibration
 (``retrieval.calibration``) on pseudo-queries cut from its chunks: the chunk a query was cut
 from is a positive, chunks of other documents are negatives, and so are the best hits of the
 same query with its source document excluded (a question whose answer is not in the knowledge
@@ -30,8 +33,8 @@ hits; its intercept is then moved so that ``ANSWERS_KEPT`` (95%) of the answers 
 0.5: a threshold of 0.5 keeps nearly every answer and drops what looks less like an answer than
 almost all answers do. Higher thresholds drop more questions without an answer and lose more
 answers (docs/performance.md has the measured curve). Until a knowledge base is calibrated (or
-when it is too small to be) ``DEFAULT`` applies: the mean of the leg signals that ran
-(``bm25_fraction`` and the cosine).
+when it is too small to be) a leg is judged by its plain signal: ``bm25_fraction`` or the
+cosine.
 
 Pure: numpy only, no Django.
 """
@@ -51,17 +54,12 @@ SIGNALS = (
     "query_known",
     "cosine",
     "cosine_lead",
-    "agreement",
 )
 KEYWORD_SIGNALS = ("bm25_fraction", "bm25_lead", "query_known")
 VECTOR_SIGNALS = ("cosine", "cosine_lead")
-# Which signals each combination of legs' model uses. ``bm25_evidence`` is reported but not
-# used: it grows with the query's length, which differs between pseudo-queries and people's.
-LEG_SIGNALS: dict[str, tuple[str, ...]] = {
-    "keyword": KEYWORD_SIGNALS,
-    "vector": VECTOR_SIGNALS,
-    "hybrid": (*KEYWORD_SIGNALS, *VECTOR_SIGNALS, "agreement"),
-}
+# The signals each leg's model uses. ``bm25_evidence`` is reported but not used: it grows with
+# the query's length, which differs between pseudo-queries and people's questions.
+LEG_SIGNALS: dict[str, tuple[str, ...]] = {"keyword": KEYWORD_SIGNALS, "vector": VECTOR_SIGNALS}
 CROWD_RANK = 10
 # Relevance 0.5 is where this share of the pseudo-questions' answers lie above (see ``fit``).
 ANSWERS_KEPT = 0.95
@@ -95,9 +93,7 @@ class Reach:
 def signals(
     *,
     bm25_score: float | None,
-    bm25_rank: int | None,
     cosine: float | None,
-    vector_rank: int | None,
     reach: Reach | None,
     crowd: tuple[float, float] = (0.0, 0.0),
 ) -> dict[str, float]:
@@ -112,9 +108,6 @@ def signals(
     if bm25_score is not None and reach is not None and reach.best > 0:
         fraction = min(max(bm25_score / reach.best, 0.0), 1.0)
         evidence = max(bm25_score, 0.0) / reach.ceiling
-    agreement = 0.0
-    if bm25_rank and vector_rank:
-        agreement = 1.0 / max(bm25_rank, vector_rank)
     return {
         "bm25_fraction": fraction,
         "bm25_evidence": evidence,
@@ -122,7 +115,6 @@ def signals(
         "query_known": known,
         "cosine": 0.0 if cosine is None else float(cosine),
         "cosine_lead": cosine_lead,
-        "agreement": agreement,
     }
 
 
@@ -132,14 +124,6 @@ def crowd_of(found: Sequence[tuple[int, float]]) -> float:
     if not found:
         return 0.0
     return float(found[min(CROWD_RANK, len(found)) - 1][1])
-
-
-def legs_key(keyword: bool, vector: bool) -> str | None:
-    if keyword and vector:
-        return "hybrid"
-    if keyword:
-        return "keyword"
-    return "vector" if vector else None
 
 
 @dataclass(frozen=True)
@@ -163,16 +147,22 @@ class Logistic:
 
 @dataclass(frozen=True)
 class RelevanceModel:
-    """One logistic model per combination of legs; a combination without one falls back to
-    ``DEFAULT``'s rule."""
+    """One logistic model per leg (``"keyword"``, ``"vector"``); a leg without one is judged
+    by ``default_relevance``."""
 
     models: dict[str, Logistic] = field(default_factory=dict)
 
-    def relevance(self, legs: str, values: Mapping[str, float]) -> float:
-        model = self.models.get(legs)
-        if model is not None:
-            return model.predict(values)
-        return default_relevance(legs, values)
+    def leg(self, leg: str, values: Mapping[str, float]) -> float:
+        """The relevance ``leg``'s signals in ``values`` give."""
+        model = self.models.get(leg)
+        return model.predict(values) if model is not None else default_relevance(leg, values)
+
+    def relevance(self, weights: Mapping[str, float], values: Mapping[str, float]) -> float:
+        """The legs' relevances weighed by ``weights`` (leg -> fusion weight, legs that ran)."""
+        total = sum(w for w in weights.values() if w > 0)
+        if total <= 0:
+            return 0.0
+        return sum(w * self.leg(leg, values) for leg, w in weights.items() if w > 0) / total
 
     def to_dict(self) -> dict:
         return {legs: model.to_dict() for legs, model in self.models.items()}
@@ -193,14 +183,12 @@ class RelevanceModel:
 DEFAULT = RelevanceModel()
 
 
-def default_relevance(legs: str, values: Mapping[str, float]) -> float:
-    """Uncalibrated: the mean of ``bm25_fraction`` and the cosine, over the legs that ran."""
-    parts = []
-    if legs in ("keyword", "hybrid"):
-        parts.append(values["bm25_fraction"])
-    if legs in ("vector", "hybrid"):
-        parts.append(min(max(values["cosine"], 0.0), 1.0))
-    return sum(parts) / len(parts) if parts else 0.0
+def default_relevance(leg: str, values: Mapping[str, float]) -> float:
+    """Uncalibrated: ``bm25_fraction`` for the keyword leg, the cosine (at least 0) for the
+    vector leg."""
+    if leg == "keyword":
+        return values["bm25_fraction"]
+    return min(max(values["cosine"], 0.0), 1.0)
 
 
 def fit(legs: str, examples: Sequence[tuple[Mapping[str, float], bool, float]]) -> Logistic | None:

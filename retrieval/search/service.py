@@ -25,7 +25,7 @@ from knowledge.embeddings.coverage import dominant_script, script_units
 from knowledge.models import KnowledgeBase
 from retrieval import formatting
 from retrieval.bm25store import BM25Store, get_store
-from retrieval.relevance import RelevanceModel, crowd_of, legs_key, signals
+from retrieval.relevance import RelevanceModel, crowd_of, signals
 from retrieval.search.candidates import fuse
 from retrieval.search.errors import InvalidSearch, KnowledgeBaseNotFound
 from retrieval.search.hydration import hydrate
@@ -208,28 +208,27 @@ class RAGService:
 
 
 def _judge(hits: list[Hit], plans: list[Plan]) -> None:
-    """Each hit's relevance (retrieval.relevance), by its knowledge base's fitted model for the
-    legs that ran there (the default rule when none was fitted); the trace says which."""
+    """Each hit's relevance (retrieval.relevance): its knowledge base's per-leg models over the
+    legs that ran there, weighed by the weights they ran with; the trace says which."""
     judges = {}
     for plan in plans:
         model = RelevanceModel.from_dict((plan.kb.calibration or {}).get("relevance"))
-        legs = legs_key(Leg.KEYWORD in plan.run, Leg.VECTOR in plan.run)
-        if legs:
-            fitted = "calibrated" if legs in model.models else "default"
-            plan.trace.relevance = f"{fitted} {legs}"
+        weights = {leg.value: plan.weights.get(leg, 0.0) for leg in plan.run}
+        if weights:
+            fitted = all(leg in model.models for leg in weights)
+            legs = mode_used(plan.run)
+            plan.trace.relevance = f"{'calibrated' if fitted else 'default'} {legs}"
         crowd = tuple(crowd_of(plan.found.get(leg, ())) for leg in (Leg.KEYWORD, Leg.VECTOR))
-        judges[plan.kb.pk] = (plan, model, legs, crowd)
+        judges[plan.kb.pk] = (plan, model, weights, crowd)
     for hit in hits:
-        plan, model, legs, crowd = judges[hit.knowledge_base_id]
+        plan, model, weights, crowd = judges[hit.knowledge_base_id]
         hit.signals = signals(
             bm25_score=hit.bm25_score,
-            bm25_rank=hit.bm25_rank,
             cosine=hit.vector_similarity,
-            vector_rank=hit.vector_rank,
             reach=plan.reach,
             crowd=crowd,
         )
-        hit.relevance = round(model.relevance(legs, hit.signals), 4) if legs else 0.0
+        hit.relevance = round(model.relevance(weights, hit.signals), 4)
 
 
 def _describe_legs(trace: Trace, plans: list[Plan]) -> None:

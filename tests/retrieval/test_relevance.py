@@ -21,9 +21,9 @@ def test_reach_sums_what_known_terms_can_score_and_the_one_term_ceiling():
     assert reach.ceiling == pytest.approx(math.log(9.5 / 1.5) * 2.5)
 
 
-def test_signals_are_fractions_of_the_reach_and_agreement_of_the_ranks():
+def test_signals_are_fractions_of_the_reach_and_leads_over_the_crowd():
     reach = relevance.Reach(best=4.0, ceiling=8.0)
-    values = relevance.signals(bm25_score=2.0, bm25_rank=1, cosine=0.7, vector_rank=3, reach=reach)
+    values = relevance.signals(bm25_score=2.0, cosine=0.7, reach=reach)
     assert values == {
         "bm25_fraction": 0.5,
         "bm25_evidence": 0.25,
@@ -31,31 +31,30 @@ def test_signals_are_fractions_of_the_reach_and_agreement_of_the_ranks():
         "query_known": 1.0,
         "cosine": 0.7,
         "cosine_lead": 0.7,
-        "agreement": pytest.approx(1 / 3),
     }
-    crowded = relevance.signals(
-        bm25_score=2.0, bm25_rank=1, cosine=0.7, vector_rank=3, reach=reach, crowd=(1.5, 0.6)
-    )
+    crowded = relevance.signals(bm25_score=2.0, cosine=0.7, reach=reach, crowd=(1.5, 0.6))
     assert crowded["bm25_lead"] == pytest.approx(0.25)
     assert crowded["cosine_lead"] == pytest.approx(0.1)
     assert relevance.crowd_of([(1, 9.0), (2, 8.0)]) == 8.0  # fewer than CROWD_RANK: the last
     assert relevance.crowd_of([(i, 20.0 - i) for i in range(20)]) == 11.0
-    only_vector = relevance.signals(
-        bm25_score=None, bm25_rank=None, cosine=0.4, vector_rank=1, reach=reach
-    )
-    assert only_vector["bm25_fraction"] == only_vector["agreement"] == 0.0
-    capped = relevance.signals(
-        bm25_score=9.0, bm25_rank=1, cosine=None, vector_rank=None, reach=reach
-    )
+    only_vector = relevance.signals(bm25_score=None, cosine=0.4, reach=reach)
+    assert only_vector["bm25_fraction"] == only_vector["bm25_lead"] == 0.0
+    capped = relevance.signals(bm25_score=9.0, cosine=None, reach=reach)
     assert capped["bm25_fraction"] == 1.0 and capped["cosine"] == 0.0
 
 
-def test_the_default_rule_is_the_mean_of_the_legs_that_ran():
-    values = {"bm25_fraction": 0.8, "query_known": 1.0, "cosine": 0.4, "agreement": 1.0}
-    assert relevance.DEFAULT.relevance("keyword", values) == pytest.approx(0.8)
-    assert relevance.DEFAULT.relevance("vector", values) == pytest.approx(0.4)
-    assert relevance.DEFAULT.relevance("hybrid", values) == pytest.approx(0.6)
-    assert relevance.DEFAULT.relevance("vector", {**values, "cosine": -0.3}) == 0.0
+def test_uncalibrated_legs_use_their_plain_signal_and_hybrid_weighs_the_legs():
+    values = {"bm25_fraction": 0.8, "query_known": 1.0, "cosine": 0.4}
+    assert relevance.DEFAULT.relevance({"keyword": 1.0}, values) == pytest.approx(0.8)
+    assert relevance.DEFAULT.relevance({"vector": 1.0}, values) == pytest.approx(0.4)
+    assert relevance.DEFAULT.relevance({"vector": 0.5, "keyword": 0.5}, values) == pytest.approx(
+        0.6
+    )
+    assert relevance.DEFAULT.relevance({"vector": 0.25, "keyword": 0.75}, values) == (
+        pytest.approx(0.7)
+    )
+    assert relevance.DEFAULT.relevance({"vector": 1.0}, {**values, "cosine": -0.3}) == 0.0
+    assert relevance.DEFAULT.relevance({}, values) == 0.0  # no leg ran
 
 
 def _examples(rng, positives, negatives):
@@ -91,9 +90,9 @@ def test_stored_models_read_back_and_unreadable_ones_fall_back_to_the_default():
     stored = relevance.RelevanceModel({"keyword": model}).to_dict()
     again = relevance.RelevanceModel.from_dict(stored)
     values = {"bm25_fraction": 0.6, "bm25_lead": 0.5, "query_known": 0.9}
-    assert again.relevance("keyword", values) == pytest.approx(model.predict(values), abs=1e-6)
+    assert again.leg("keyword", values) == pytest.approx(model.predict(values), abs=1e-6)
     broken = relevance.RelevanceModel.from_dict({"keyword": {"weights": 3}, "other": {}})
-    assert broken.relevance("keyword", values) == relevance.default_relevance("keyword", values)
+    assert broken.leg("keyword", values) == relevance.default_relevance("keyword", values)
 
 
 def test_relevance_pseudo_queries_leave_words_out_and_unrelated_text_is_packaged():
