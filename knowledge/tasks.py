@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from knowledge.services import processing, reindex, upkeep
+from knowledge.services import bulk, processing, reindex, upkeep
 
 
 @shared_task(name="knowledge.process_document")
@@ -15,6 +15,7 @@ def reap_stuck_documents_task() -> dict[str, int]:
     """The reaper of lost ingestion work (beat, every RAG_REAPER_INTERVAL_S)."""
     reaped = upkeep.reap_stuck_documents()
     reaped["reembedding"] = len(upkeep.reap_stalled_reembedding())
+    reaped["deletions"] = len(bulk.reap_requested_deletions())
     return reaped
 
 
@@ -31,3 +32,13 @@ def queue_outdated_reanalysis_task() -> list[int]:
 @shared_task(name="knowledge.reembed_knowledge_base")
 def reembed_knowledge_base_task(knowledge_base_id: int) -> str:
     return reindex.reembed_knowledge_base(knowledge_base_id)
+
+
+@shared_task(name="knowledge.queue_documents")
+def queue_documents_task(document_ids: list[int]) -> int:
+    return bulk.queue_documents(document_ids)
+
+
+@shared_task(name="knowledge.delete_requested_documents")
+def delete_requested_documents_task(knowledge_base_id: int) -> int:
+    return bulk.delete_requested_documents(knowledge_base_id)

@@ -26,21 +26,37 @@ class MultipleFileField(forms.FileField):
 
     def clean(self, data, initial=None):
         files = data if isinstance(data, list | tuple) else [data] if data else []
-        if not files:
+        if not files and self.required:
             raise forms.ValidationError("Choose or drop at least one file.", code="required")
         # Only the presence of a name is checked here: type, size, emptiness and duplicates are
         # judged per file by the upload service, so one bad file does not refuse the others.
         return [file for file in files if getattr(file, "name", "")]
 
 
+class FolderInput(MultipleFileInput):
+    """A folder chooser: the browser sends every file under the chosen folder (folders are
+    flattened; each file is judged as an upload)."""
+
+    def __init__(self, attrs=None):
+        super().__init__({"webkitdirectory": True, "directory": True, **(attrs or {})})
+
+
 class UploadForm(forms.Form):
-    files = MultipleFileField(label="Files")
+    files = MultipleFileField(label="Files", required=False)
+    folder = MultipleFileField(label="Folder", required=False, widget=FolderInput)
     replace = forms.BooleanField(
         required=False,
         label="Replace",
         help_text="Process a file already in this knowledge base again, and replace an earlier "
         "document of the same file name once the new one is ready.",
     )
+
+    def clean(self) -> dict:
+        data = super().clean()
+        data["uploads"] = [*data.get("files", []), *data.get("folder", [])]
+        if not data["uploads"] and not self.errors:
+            self.add_error("files", "Choose or drop at least one file, or a folder.")
+        return data
 
 
 def embedding_config(provider: str, model: str = "", dimensions: int | None = None):

@@ -28,6 +28,15 @@ def status_badge(document: Document) -> str:
     )
 
 
+def disabled_badge(document: Document) -> str:
+    """ "Disabled" for a document kept but never searched; nothing otherwise."""
+    if document.enabled:
+        return ""
+    return format_html(
+        '<span class="kb-badge kb-disabled" data-disabled="{}">Disabled</span>', document.pk
+    )
+
+
 def progress_bar(document: Document) -> str:
     return format_html(
         '<div class="kb-progress" data-doc="{}" data-field="progress" title="{}%">'

@@ -62,6 +62,9 @@ class KnowledgeBaseSerializer(serializers.ModelSerializer):
     embedding = EmbeddingStateSerializer(source="*", read_only=True)
     document_count = serializers.IntegerField(read_only=True)
     ready_document_count = serializers.IntegerField(read_only=True)
+    deleting_document_count = serializers.IntegerField(
+        read_only=True, help_text="Documents a bulk deletion is still removing."
+    )
 
     class Meta:
         model = KnowledgeBase
@@ -88,6 +91,7 @@ class KnowledgeBaseSerializer(serializers.ModelSerializer):
             "index_version",
             "document_count",
             "ready_document_count",
+            "deleting_document_count",
             "created_at",
             "updated_at",
         ]
@@ -196,6 +200,7 @@ class DocumentSerializer(serializers.ModelSerializer):
             "replaces_id",
             "parent_id",
             "options",
+            "enabled",
             "created_at",
             "updated_at",
             "processed_at",
@@ -207,7 +212,25 @@ class DocumentSerializer(serializers.ModelSerializer):
             },
             "options": {"help_text": "How the file is read, as set at upload (Q&A pairs)."},
             "error": {"help_text": "Why processing failed, for the person who uploaded it."},
+            "enabled": {
+                "help_text": "false: kept and listed, never returned by search (PATCH to change)."
+            },
         }
+
+
+class DocumentUpdateSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField(
+        help_text="false: the document stays, is never returned by search; true: searched again."
+    )
+
+
+class ReprocessSerializer(serializers.Serializer):
+    discard_hand_edits = serializers.BooleanField(
+        default=False,
+        help_text="Reprocess even though parsed chunks carry hand edits (they are discarded; "
+        "chunks added by hand are kept). Without it such a document answers 409 with "
+        "details.hand_edits.",
+    )
 
 
 class DocumentUploadSerializer(serializers.Serializer):
@@ -216,7 +239,8 @@ class DocumentUploadSerializer(serializers.Serializer):
         min_length=1,
         max_length=settings.RAG_MAX_UPLOAD_FILES,
         help_text="One or more files (repeat the form field). Accepted types: "
-        f"{ACCEPTED_EXTENSIONS}; at most RAG_MAX_UPLOAD_BYTES each. Scanned PDF pages and "
+        f"{ACCEPTED_EXTENSIONS}, and .zip archives of them (each file judged on its own, its "
+        "path kept in metadata); at most RAG_MAX_UPLOAD_BYTES each. Scanned PDF pages and "
         "images are read by OCR; an e-mail's attachments become documents of their own.",
     )
     replace = serializers.BooleanField(
@@ -315,9 +339,28 @@ class ChunkSerializer(serializers.ModelSerializer):
             "embedding_dimensions",
             "has_embedding",
             "tokens",
+            "origin",
+            "enabled",
+            "edited",
+            "edited_at",
+            "extra_keywords",
+            "extra_questions",
             "created_at",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "origin": {"help_text": "parsed from the file, or manual (added by hand)."},
+            "enabled": {"help_text": "false: kept and listed, never returned by search."},
+            "extra_keywords": {"help_text": "Searched by keyword, never shown as content."},
+            "extra_questions": {
+                "help_text": "Searched by keyword and embedded with the chunk, never shown as "
+                "content."
+            },
+        }
+
+    edited = serializers.BooleanField(
+        read_only=True, help_text="Its text, keywords or questions were changed by hand."
+    )
 
     def get_has_embedding(self, chunk: Chunk) -> bool:
         return chunk.embedding_dimensions is not None
@@ -325,3 +368,42 @@ class ChunkSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.ListField(child=serializers.CharField(), allow_null=True))
     def get_tokens(self, chunk: Chunk) -> list[str] | None:
         return list(chunk.tokens) if self.context.get("include_tokens") else None
+
+
+_KEYWORDS = serializers.ListField(
+    child=serializers.CharField(max_length=200, allow_blank=True),
+    max_length=50,
+    required=False,
+    help_text="Extra keywords (replace the chunk's): indexed for keyword search, not shown.",
+)
+_QUESTIONS = serializers.ListField(
+    child=serializers.CharField(max_length=1000, allow_blank=True),
+    max_length=50,
+    required=False,
+    help_text="Questions the chunk answers (replace the chunk's): indexed and embedded with "
+    "it, not shown.",
+)
+
+
+class ChunkUpdateSerializer(serializers.Serializer):
+    """PATCH a chunk: any of these; the chunk is re-analysed and, for new text or questions,
+    re-embedded before the answer."""
+
+    content = serializers.CharField(required=False, max_length=20_000, trim_whitespace=True)
+    enabled = serializers.BooleanField(required=False)
+    extra_keywords = _KEYWORDS
+    extra_questions = _QUESTIONS
+
+    def validate(self, attrs: dict) -> dict:
+        if not attrs:
+            raise serializers.ValidationError(
+                "Nothing to change: give content, enabled, extra_keywords or extra_questions."
+            )
+        return attrs
+
+
+class ChunkCreateSerializer(serializers.Serializer):
+    content = serializers.CharField(max_length=20_000, trim_whitespace=True)
+    enabled = serializers.BooleanField(default=True)
+    extra_keywords = _KEYWORDS
+    extra_questions = _QUESTIONS

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from knowledge.ingestion.parsing import FileTooLarge, detect_file_type
 from knowledge.models import Document, KnowledgeBase
+from knowledge.selectors import hand_edits
 from knowledge.services.knowledge_bases import bump_index_version
 from rag_project.celery import enqueue
 from tenancy.errors import DomainError, ErrorKind, ensure_tenant
@@ -160,12 +161,35 @@ def _queue_again(document: Document, queue: bool = True) -> None:
         enqueue_processing(document.pk)
 
 
-def reprocess_document(*, tenant: Tenant, document: Document) -> None:
+class HandEditsWouldBeLost(DomainError):
+    """Reprocessing replaces the parsed chunks, and with them their hand edits: asked first."""
+
+    code = "hand_edits_would_be_lost"
+    kind = ErrorKind.CONFLICT
+
+    def __init__(self, document: Document, count: int) -> None:
+        super().__init__(
+            f"Reprocessing document {document.pk} would discard the hand edits of {count} "
+            "chunk(s) (edited text, extra keywords or questions, disabled chunks); send "
+            "discard_hand_edits=true to reprocess anyway. Chunks added by hand are kept.",
+            hand_edits=count,
+        )
+
+
+def reprocess_document(
+    *, tenant: Tenant, document: Document, discard_hand_edits: bool = False
+) -> None:
     """Process a document again from its stored file. Only ``ready`` documents are searched, so
     it leaves search until it is ready again; its old chunks are replaced in one step then.
-    (To keep an old version searchable meanwhile, upload the new file with replace=True.)"""
+    (To keep an old version searchable meanwhile, upload the new file with replace=True.)
+
+    Raises HandEditsWouldBeLost (409, ``details.hand_edits``) when parsed chunks carry hand
+    edits, unless ``discard_hand_edits``; chunks added by hand survive either way."""
     ensure_tenant(document, tenant, "document")
     with transaction.atomic():
+        edits = hand_edits(document)
+        if edits and not discard_hand_edits:
+            raise HandEditsWouldBeLost(document, edits)
         _queue_again(document)
 
 

@@ -45,6 +45,7 @@ from knowledge.ingestion.parsing import (
 )
 from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services.attachments import add_attachments
+from knowledge.services.curation import manual_chunks_after
 from knowledge.services.documents import (
     delete_files_on_commit,
     enqueue_processing,
@@ -250,8 +251,10 @@ def _store(document: Document, kb: KnowledgeBase, chunks: list[Chunk]) -> str:
             # The knowledge base switched models while this ran: embed again with the new one.
             enqueue_processing(document.pk)
             return "requeued"
+        # curation: chunks added by hand survive, after the parsed ones (same ids)
+        kept = manual_chunks_after(current, document.title, len(chunks))
         Chunk.objects.filter(document_id=document.pk).delete()
-        Chunk.objects.bulk_create(chunks, batch_size=500)
+        Chunk.objects.bulk_create([*chunks, *kept], batch_size=500)
         if current.replaces_id:
             replaced = Document.objects.filter(
                 pk=current.replaces_id, knowledge_base_id=kb.pk, tenant_id=current.tenant_id
@@ -266,7 +269,7 @@ def _store(document: Document, kb: KnowledgeBase, chunks: list[Chunk]) -> str:
         current.status = Status.READY
         current.progress = 100
         current.error = ""
-        current.chunk_count = len(chunks)
+        current.chunk_count = len(chunks) + len(kept)
         current.analyzer_version = ANALYZER_VERSION
         current.processed_at = timezone.now()
         current.replaces = None
