@@ -194,6 +194,9 @@ class Document(models.Model):
     # Set (with enabled=False) when a bulk deletion is asked for; a task deletes the row and its
     # file in batches, and the reaper queues that task again if it was lost.
     delete_requested_at = models.DateTimeField(null=True, blank=True)
+    # When the fair dispatcher (knowledge.services.dispatch) sent it to a worker; empty while
+    # it waits in the database for its tenant's turn.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # When the document's searchable chunks last changed (processing, and every curation write

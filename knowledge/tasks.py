@@ -2,12 +2,19 @@
 
 from celery import shared_task
 
-from knowledge.services import bulk, processing, reindex, upkeep
+from knowledge.services import bulk, dispatch, processing, reindex, upkeep
 
 
 @shared_task(name="knowledge.process_document")
 def process_document_task(document_id: int) -> str:
-    return processing.process_document(document_id)
+    result = processing.process_document(document_id)
+    dispatch.dispatch()  # its place is free: the next document, in its tenant's turn
+    return result
+
+
+@shared_task(name="knowledge.dispatch_documents")
+def dispatch_documents_task() -> int:
+    return len(dispatch.dispatch())
 
 
 @shared_task(name="knowledge.reap_stuck_documents")
@@ -16,6 +23,7 @@ def reap_stuck_documents_task() -> dict[str, int]:
     reaped = upkeep.reap_stuck_documents()
     reaped["reembedding"] = len(upkeep.reap_stalled_reembedding())
     reaped["deletions"] = len(bulk.reap_requested_deletions())
+    reaped["dispatched"] = len(dispatch.dispatch())
     return reaped
 
 

@@ -29,6 +29,7 @@ from knowledge.admin.widgets import (
     disabled_badge,
     documents_url,
     progress_bar,
+    queue_place,
     status_badge,
 )
 from knowledge.models import Document, KnowledgeBase
@@ -112,15 +113,18 @@ class DocumentAdmin(TenantScopedAdmin):
     @admin.display(description="Status", ordering="status")
     def processing_column(self, document: Document) -> str:
         return format_html(
-            '<div class="kb-processing">{}{}{}</div>',
+            '<div class="kb-processing">{}{}{}{}</div>',
             status_badge(document),
             disabled_badge(document),
+            queue_place(document),
             progress_bar(document),
         )
 
     @admin.display(description="Status", ordering="status")
     def status_column(self, document: Document) -> str:
-        return format_html("{} {}", status_badge(document), disabled_badge(document))
+        return format_html(
+            "{} {} {}", status_badge(document), disabled_badge(document), queue_place(document)
+        )
 
     @admin.display(description="Progress", ordering="progress")
     def progress_column(self, document: Document) -> str:

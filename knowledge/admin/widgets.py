@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from knowledge.models import Document, KnowledgeBase
+from knowledge.services.dispatch import queue_positions
 
 
 def documents_url(kb: KnowledgeBase) -> str:
@@ -25,6 +26,17 @@ def status_badge(document: Document) -> str:
         document.get_status_display(),
         document.pk,
         document.error if document.status == Document.Status.FAILED else "",
+    )
+
+
+def queue_place(document: Document) -> str:
+    """A pending document's place in the fair queue across tenants (nothing otherwise)."""
+    if document.status != Document.Status.PENDING:
+        return ""
+    place = queue_positions([document])[document.pk]
+    text = "sent to a worker" if place == 0 else f"#{place} in the queue"
+    return format_html(
+        '<span class="kb-muted kb-queue" data-queue="{}">{}</span>', document.pk, text
     )
 
 

@@ -149,7 +149,7 @@ class DocumentListView(TenantAPIView):
         accepted = [outcome.document for outcome in outcomes if outcome.accepted]
         if not accepted:
             raise _refusal(outcomes, results)
-        body = {"documents": DocumentSerializer(accepted, many=True).data, "results": results}
+        body = {"documents": accepted, "results": results}
         return Response(UploadResponseSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -11,6 +11,7 @@ from knowledge.embeddings.local import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
 from knowledge.embeddings.registry import PROVIDERS
 from knowledge.ingestion.parsing import ACCEPTED_EXTENSIONS
 from knowledge.models import Chunk, Document, KnowledgeBase
+from knowledge.services.dispatch import queue_positions
 from knowledge.services.knowledge_base_changes import EDITABLE_FIELDS
 from tenancy.api.fields import FiniteFloatField, JSONObjectField
 from tenancy.api.schema import ErrorDetailSerializer
@@ -167,7 +168,20 @@ class KnowledgeBaseWriteSerializer(serializers.ModelSerializer):
 # ---------------------------------------------------------------- documents
 
 
+class DocumentListSerializer(serializers.ListSerializer):
+    """Places in the queue of a whole page at once (two queries, not two per document)."""
+
+    def to_representation(self, data):
+        documents = list(data.all() if hasattr(data, "all") else data)
+        self.child.context["queue_positions"] = queue_positions(documents)
+        return super().to_representation(documents)
+
+
 class DocumentSerializer(serializers.ModelSerializer):
+    queue_position = serializers.SerializerMethodField(
+        help_text="While pending: 0 once sent to a worker (it starts when one is free), else "
+        "its place in the fair queue across tenants (1 = next). Null otherwise."
+    )
     knowledge_base_id = serializers.IntegerField(read_only=True)
     replaces_id = serializers.IntegerField(
         read_only=True,
@@ -201,6 +215,7 @@ class DocumentSerializer(serializers.ModelSerializer):
             "parent_id",
             "options",
             "enabled",
+            "queue_position",
             "created_at",
             "updated_at",
             "processed_at",
@@ -216,6 +231,14 @@ class DocumentSerializer(serializers.ModelSerializer):
                 "help_text": "false: kept and listed, never returned by search (PATCH to change)."
             },
         }
+        list_serializer_class = DocumentListSerializer
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_position(self, document: Document) -> int | None:
+        positions = self.context.get("queue_positions") or {}
+        if document.pk not in positions:
+            positions = queue_positions([document])
+        return positions[document.pk]
 
 
 class DocumentUpdateSerializer(serializers.Serializer):

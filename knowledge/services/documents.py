@@ -122,6 +122,8 @@ def create_document(
     document = Document(
         tenant=tenant,
         knowledge_base=knowledge_base,
+        # processed by the caller (queue=False): in flight, never sent by the dispatcher
+        dispatched_at=None if queue else timezone.now(),
         title=title,
         original_filename=filename,
         file_type=str(file_type),
@@ -155,6 +157,7 @@ def _queue_again(document: Document, queue: bool = True) -> None:
         error="",
         attempts=0,
         updated_at=timezone.now(),
+        dispatched_at=None if queue else timezone.now(),
     )
     document.refresh_from_db()
     if queue:
@@ -231,11 +234,16 @@ def delete_files_on_commit(names: list[str]) -> None:
 
 
 def enqueue_processing(document_id: int) -> None:
-    """Queue processing once the current transaction commits. If the broker cannot be reached
-    the document stays ``pending`` and the reaper queues it again later: nothing is lost."""
-    from knowledge.tasks import process_document_task
+    """Queue processing: the document waits in the database (``pending``, not dispatched) and
+    the fair dispatcher (``knowledge.services.dispatch``), asked to run once the current
+    transaction commits, sends it to a worker in its tenant's turn. If the broker cannot be
+    reached the document keeps waiting and the reaper's beat dispatches it: nothing is lost."""
+    from knowledge.tasks import dispatch_documents_task
 
-    enqueue(process_document_task, document_id)
+    Document.objects.filter(pk=document_id).exclude(status__in=Document.Status.final()).update(
+        status=Document.Status.PENDING, dispatched_at=None
+    )
+    enqueue(dispatch_documents_task)
 
 
 def record_attempt(document_id: int) -> None:
