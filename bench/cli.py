@@ -16,6 +16,8 @@ the table.
 - ``search --chunks N``, ``load --clients C --seconds S``, ``ingest --docs N`` and
   ``growth --sizes ...``: search latency and recall at scale, the HTTP API under load,
   ingestion through Celery workers, cost against corpus size.
+- ``fairness --docs N``: tenant B's one document while tenant A has N queued on real workers,
+  against B's document alone (the fair dispatch target: within 3x).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from bench.bm25 import add_bm25_arguments, bench_bm25, bm25_table
+from bench.fairness import add_fairness_arguments, bench_fairness, fairness_table
 from bench.fusion import add_fusion_arguments, bench_fusion, fusion_table
 from bench.growth import add_growth_arguments, bench_growth, growth_table
 from bench.ingest import add_ingest_arguments, bench_ingest, ingest_table
@@ -76,6 +79,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         add_ingest_arguments,
         bench_ingest,
         ingest_table,
+    ),
+    "fairness": Benchmark(
+        "one tenant's document behind another tenant's N queued documents, against it alone",
+        add_fairness_arguments,
+        bench_fairness,
+        fairness_table,
     ),
     "growth": Benchmark(
         "search at several corpus sizes: latency, build time and memory, with a plot",

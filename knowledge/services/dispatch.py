@@ -11,7 +11,10 @@ What stays true:
 
 - One dispatcher at a time (a PostgreSQL transaction-level advisory lock); it runs on every
   upload or retry (``enqueue_processing``), after every document a worker finishes, and on the
-  reaper's beat, so a free place is filled within one of those.
+  reaper's beat, so a free place is filled within one of those. Requests are folded: while one
+  dispatch task is queued and not started (a Redis key it deletes as it starts), further
+  requests send nothing, so a thousand uploads queue one dispatch, not a thousand messages
+  ahead of everyone's documents in the broker.
 - Nothing is lost: a document is marked dispatched in the transaction that queues its task; if
   the task is lost, the reaper finds the dispatched document that stopped moving and puts it
   back to wait. A dispatcher that dies leaves documents waiting for the next one.
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
@@ -38,6 +42,9 @@ from rag_project.celery import app, enqueue
 
 logger = logging.getLogger(__name__)
 LOCK_KEY = 0x6B62_6469_7370  # "kbdisp": the advisory lock of the dispatcher
+REQUEST_KEY = "knowledge:dispatch-requested"
+# A lost dispatch message folds requests for at most this long; the beat dispatches meanwhile.
+REQUEST_TTL_S = 60
 PENDING = Document.Status.PENDING.value
 WAITING = Q(status=PENDING, dispatched_at__isnull=True)
 IN_FLIGHT = Q(dispatched_at__isnull=False) & ~Q(status__in=Document.Status.final())
@@ -98,6 +105,23 @@ def position(loads: Mapping[int, TenantLoad], tenant_id: int, ahead_in_tenant: i
 # ------------------------------------------------------------------ the dispatcher
 
 
+def request_dispatch() -> None:
+    """Ask for a dispatch once the current transaction commits (folded into one already
+    queued and not started)."""
+    transaction.on_commit(_send_request, robust=True)
+
+
+def _send_request() -> None:
+    from knowledge.tasks import dispatch_documents_task
+
+    try:
+        if not cache.add(REQUEST_KEY, 1, timeout=REQUEST_TTL_S):
+            return  # a queued dispatch, not started yet, will see this change
+    except Exception as exc:  # Redis down: ask anyway (a duplicate dispatch is harmless)
+        logger.warning("could not fold the dispatch request (%s); sending it", exc)
+    enqueue(dispatch_documents_task)
+
+
 def dispatch() -> list[int]:
     """Send waiting documents to the workers while there is room; returns their ids. With
     tasks run inline (``task_always_eager``) it goes on until nothing waits, iteratively
@@ -106,6 +130,10 @@ def dispatch() -> list[int]:
         return []
     _local.active = True
     try:
+        try:
+            cache.delete(REQUEST_KEY)  # requests from now on need a dispatch after this one
+        except Exception as exc:
+            logger.warning("could not clear the dispatch request (%s)", exc)
         sent: list[int] = []
         while True:
             batch = _dispatch_once()
