@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.urls import reverse
 from django.utils.html import format_html
 
+from knowledge.admin.selectors import queue_label
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services.dispatch import queue_positions
 
@@ -33,10 +34,11 @@ def queue_place(document: Document) -> str:
     """A pending document's place in the fair queue across tenants (nothing otherwise)."""
     if document.status != Document.Status.PENDING:
         return ""
-    place = queue_positions([document])[document.pk]
-    text = "sent to a worker" if place == 0 else f"#{place} in the queue"
+    text = queue_label(queue_positions([document])[document.pk])
     return format_html(
-        '<span class="kb-muted kb-queue" data-queue="{}">{}</span>', document.pk, text
+        '<span class="kb-muted kb-queue" data-doc="{}" data-field="queue">{}</span>',
+        document.pk,
+        text,
     )
 
 

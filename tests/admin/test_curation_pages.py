@@ -204,3 +204,19 @@ def test_upload_a_folder_and_a_zip_from_the_upload_page(owner, world):
     assert "parts.zip/docs/run.exe" in page
     titles = set(Document.objects.filter(knowledge_base=world.kb_a).values_list("title", flat=True))
     assert {"belts", "chains", "gears"} <= titles
+
+
+def test_pending_documents_show_their_place_in_the_fair_queue(owner, world):
+    waiting = [world.docs_a["pumps.md"], world.docs_a["sensors.md"]]
+    Document.objects.filter(pk__in=[d.pk for d in waiting]).update(
+        status=Document.Status.PENDING, dispatched_at=None
+    )
+    listing = owner.get(reverse("admin:knowledge_document_changelist")).content.decode()
+    assert "#1 in the queue" in listing and "#2 in the queue" in listing
+    url = reverse("admin:knowledge_document_status") + f"?ids={waiting[0].pk},{waiting[1].pk}"
+    statuses = owner.get(url).json()["documents"]
+    assert sorted(s["queue"] for s in statuses.values()) == ["#1 in the queue", "#2 in the queue"]
+    Document.objects.filter(pk=waiting[0].pk).update(dispatched_at=waiting[0].created_at)
+    statuses = owner.get(url).json()["documents"]
+    assert statuses[str(waiting[0].pk)]["queue"] == "sent to a worker"
+    assert statuses[str(waiting[1].pk)]["queue"] == "#1 in the queue"
