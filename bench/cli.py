@@ -18,6 +18,8 @@ the table.
   ingestion through Celery workers, cost against corpus size.
 - ``mcp --clients C --seconds S``: the MCP endpoint under load, beside REST search in the same
   run (requests, errors, p50/p95/p99).
+- ``fairness --docs N``: tenant B's one document while tenant A has N queued on real workers,
+  against B's document alone (the fair dispatch target: within 3x).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from bench.bm25 import add_bm25_arguments, bench_bm25, bm25_table
+from bench.fairness import add_fairness_arguments, bench_fairness, fairness_table
 from bench.fusion import add_fusion_arguments, bench_fusion, fusion_table
 from bench.growth import add_growth_arguments, bench_growth, growth_table
 from bench.ingest import add_ingest_arguments, bench_ingest, ingest_table
@@ -85,6 +88,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         add_ingest_arguments,
         bench_ingest,
         ingest_table,
+    ),
+    "fairness": Benchmark(
+        "one tenant's document behind another tenant's N queued documents, against it alone",
+        add_fairness_arguments,
+        bench_fairness,
+        fairness_table,
     ),
     "growth": Benchmark(
         "search at several corpus sizes: latency, build time and memory, with a plot",

@@ -32,6 +32,9 @@ def knowledge_bases(tenant: Tenant, allowed: Allowed = None) -> QuerySet[Knowled
             ready_document_count=Count(
                 "documents", filter=Q(documents__status=Document.Status.READY), distinct=True
             ),
+            deleting_document_count=Count(
+                "documents", filter=Q(documents__delete_requested_at__isnull=False), distinct=True
+            ),
         )
         .order_by("pk")
     )
@@ -47,8 +50,8 @@ def access_knowledge_base(
 def documents(
     tenant: Tenant, knowledge_base: KnowledgeBase, statuses: Collection[str] = ()
 ) -> QuerySet[Document]:
-    """A knowledge base's documents, newest first."""
-    queryset = selectors.documents(tenant, knowledge_base)
+    """A knowledge base's documents, newest first (not those being deleted)."""
+    queryset = selectors.documents(tenant, knowledge_base).filter(delete_requested_at__isnull=True)
     if statuses:
         queryset = queryset.filter(status__in=list(statuses))
     return queryset.order_by("-pk")

@@ -8,6 +8,7 @@ both search legs filter without joins and no query can forget the tenant. Writes
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
@@ -191,8 +192,19 @@ class Document(models.Model):
     source_url = models.URLField(max_length=2000, blank=True)
     analyzer_version = models.PositiveSmallIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # Curation: a disabled document is kept, listed and reversible, but never searched
+    # (``knowledge.selectors.SEARCHABLE_CHUNK`` is the one definition of what is searched).
+    enabled = models.BooleanField(default=True, db_default=True)
+    # Set (with enabled=False) when a bulk deletion is asked for; a task deletes the row and its
+    # file in batches, and the reaper queues that task again if it was lost.
+    delete_requested_at = models.DateTimeField(null=True, blank=True)
+    # When the fair dispatcher (knowledge.services.dispatch) sent it to a worker; empty while
+    # it waits in the database for its tenant's turn.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # When the document's searchable chunks last changed (processing, and every curation write
+    # to it): the BM25 segments and the vector matrix reload changed documents by it.
     processed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -217,7 +229,15 @@ class Document(models.Model):
 
 class Chunk(models.Model):
     """A searchable span of a document: its text, analysed tokens (BM25 rebuilds read these
-    and never re-run the analyser) and embedding, with where it came from for citations."""
+    and never re-run the analyser) and embedding, with where it came from for citations.
+
+    Curation (``knowledge.services.curation``) may edit its text, add extra keywords and
+    questions (in ``tokens`` and, the questions, in what is embedded, never in ``content``),
+    disable it, or add a chunk by hand (``origin`` manual)."""
+
+    class Origin(models.TextChoices):
+        PARSED = "parsed", "Parsed from the file"
+        MANUAL = "manual", "Added by hand"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
     knowledge_base = models.ForeignKey(
@@ -239,6 +259,22 @@ class Chunk(models.Model):
     page = models.PositiveIntegerField(null=True, blank=True)
     heading_path = ArrayField(models.TextField(), default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # Database defaults too: bulk writers that name their columns (bench's COPY) leave these out.
+    origin = models.CharField(
+        max_length=6, choices=Origin.choices, default=Origin.PARSED, db_default=Origin.PARSED
+    )
+    enabled = models.BooleanField(default=True, db_default=True)
+    extra_keywords = ArrayField(
+        models.CharField(max_length=200), default=list, db_default=[], blank=True
+    )
+    extra_questions = ArrayField(
+        models.CharField(max_length=1000), default=list, db_default=[], blank=True
+    )
+    # Set when the text, keywords or questions were changed by hand (not by enabling).
+    edited_at = models.DateTimeField(null=True, blank=True)
+    edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -259,6 +295,10 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.document_id}#{self.position}"
+
+    @property
+    def edited(self) -> bool:
+        return self.edited_at is not None
 
 
 class StagedEmbedding(models.Model):

@@ -2,10 +2,46 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from knowledge.models import Chunk, Document, KnowledgeBase
 from tenancy.models import Tenant
+
+# What search may return, defined once: a chunk that is enabled, of a document that is ready
+# and enabled. Every reader of searchable chunks (the BM25 build, the vector matrix, HNSW
+# queries, search filters, hydration, calibration, the LangChain vector store) uses one of the
+# three forms below, so disabling a chunk or a document hides it from every entry point.
+SEARCHABLE_DOCUMENT = Q(status=Document.Status.READY, enabled=True)
+SEARCHABLE_CHUNK = Q(enabled=True, document__status=Document.Status.READY, document__enabled=True)
+
+
+def searchable_document_sql(alias: str = "d") -> str:
+    """SEARCHABLE_DOCUMENT as SQL over ``knowledge_document`` aliased ``alias`` (a constant
+    fragment: the status is an enum value, never input)."""
+    return f"{alias}.status = '{Document.Status.READY.value}' AND {alias}.enabled"
+
+
+def searchable_chunk_sql(alias: str = "c") -> str:
+    """SEARCHABLE_CHUNK as SQL over ``knowledge_chunk`` aliased ``alias``, without a join (a
+    correlated subquery on the document's primary key), so it fits any query on chunks."""
+    return (
+        f"{alias}.enabled AND EXISTS (SELECT 1 FROM knowledge_document sd "  # noqa: S608
+        f"WHERE sd.id = {alias}.document_id AND {searchable_document_sql('sd')})"
+    )
+
+
+def searchable_chunks(tenant: Tenant, knowledge_base: KnowledgeBase) -> QuerySet[Chunk]:
+    return chunks(tenant, knowledge_base).filter(SEARCHABLE_CHUNK)
+
+
+# A parsed chunk changed by hand (text, keywords, questions) or disabled: what reprocessing the
+# document would discard. Chunks added by hand are kept by reprocessing, so they do not count.
+HAND_EDITED = Q(origin=Chunk.Origin.PARSED) & (Q(edited_at__isnull=False) | Q(enabled=False))
+
+
+def hand_edits(document: Document) -> int:
+    """How many of the document's chunks carry hand edits that reprocessing would discard."""
+    return Chunk.objects.filter(HAND_EDITED, document_id=document.pk).count()
 
 
 def knowledge_bases(tenant: Tenant) -> QuerySet[KnowledgeBase]:

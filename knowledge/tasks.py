@@ -2,13 +2,20 @@
 
 from celery import shared_task
 
-from knowledge.services import processing, reindex, upkeep
+from knowledge.services import bulk, dispatch, processing, reindex, upkeep
 from knowledge.web import sources, sync
 
 
 @shared_task(name="knowledge.process_document")
 def process_document_task(document_id: int) -> str:
-    return processing.process_document(document_id)
+    result = processing.process_document(document_id)
+    dispatch.dispatch()  # its place is free: the next document, in its tenant's turn
+    return result
+
+
+@shared_task(name="knowledge.dispatch_documents")
+def dispatch_documents_task() -> int:
+    return len(dispatch.dispatch())
 
 
 @shared_task(name="knowledge.reap_stuck_documents")
@@ -16,6 +23,8 @@ def reap_stuck_documents_task() -> dict[str, int]:
     """The reaper of lost ingestion work (beat, every RAG_REAPER_INTERVAL_S)."""
     reaped = upkeep.reap_stuck_documents()
     reaped["reembedding"] = len(upkeep.reap_stalled_reembedding())
+    reaped["deletions"] = len(bulk.reap_requested_deletions())
+    reaped["dispatched"] = len(dispatch.dispatch())
     return reaped
 
 
@@ -43,3 +52,13 @@ def sync_web_source_task(web_source_id: int) -> str:
 def queue_due_web_syncs_task() -> list[int]:
     """Web sources whose sync interval has passed, and lost syncs (beat, every minute)."""
     return sources.queue_due_syncs()
+
+
+@shared_task(name="knowledge.queue_documents")
+def queue_documents_task(document_ids: list[int]) -> int:
+    return bulk.queue_documents(document_ids)
+
+
+@shared_task(name="knowledge.delete_requested_documents")
+def delete_requested_documents_task(knowledge_base_id: int) -> int:
+    return bulk.delete_requested_documents(knowledge_base_id)

@@ -47,7 +47,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from knowledge.embeddings.coverage import dominant_script, script_units
-from knowledge.models import Chunk, Document, KnowledgeBase
+from knowledge.models import Chunk, KnowledgeBase
+from knowledge.selectors import SEARCHABLE_CHUNK
 from retrieval.relevance import RelevanceModel, fit
 from retrieval.search import RAGService
 from retrieval.search.types import SearchFilters
@@ -116,7 +117,7 @@ def calibrate(
     rng = random.Random(f"{seed}:{knowledge_base.pk}")  # noqa: S311 - sampling, not secrets
     chunk_ids = list(
         Chunk.objects.filter(
-            tenant=tenant, knowledge_base=knowledge_base, document__status=Document.Status.READY
+            SEARCHABLE_CHUNK, tenant=tenant, knowledge_base=knowledge_base
         ).values_list("pk", flat=True)
     )
     chosen = rng.sample(chunk_ids, min(sample, len(chunk_ids)))

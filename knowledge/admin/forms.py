@@ -33,8 +33,17 @@ class MultipleFileField(forms.FileField):
         return [file for file in files if getattr(file, "name", "")]
 
 
+class FolderInput(MultipleFileInput):
+    """A folder chooser: the browser sends every file under the chosen folder (folders are
+    flattened; each file is judged as an upload)."""
+
+    def __init__(self, attrs=None):
+        super().__init__({"webkitdirectory": True, "directory": True, **(attrs or {})})
+
+
 class UploadForm(forms.Form):
     files = MultipleFileField(label="Files", required=False)
+    folder = MultipleFileField(label="Folder", required=False, widget=FolderInput)
     # Web import (knowledge.web): documents fetched from URLs by the worker.
     urls = forms.CharField(
         required=False,
@@ -52,10 +61,11 @@ class UploadForm(forms.Form):
     def clean_urls(self) -> list[str]:
         return [line.strip() for line in self.cleaned_data["urls"].splitlines() if line.strip()]
 
-    def clean(self):
+    def clean(self) -> dict:
         data = super().clean()
-        if not data.get("files") and not data.get("urls") and not self.errors:
-            raise forms.ValidationError("Choose or drop at least one file, or give a URL.")
+        data["uploads"] = [*data.get("files", []), *data.get("folder", [])]
+        if not data["uploads"] and not data.get("urls") and not self.errors:
+            self.add_error("files", "Choose or drop at least one file or a folder, or give a URL.")
         return data
 
 

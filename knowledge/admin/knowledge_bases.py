@@ -24,6 +24,7 @@ from knowledge.admin.forms import KnowledgeBaseAddForm, ReembedForm, UploadForm
 from knowledge.admin.widgets import chunk_count, documents_url, progress_bar, status_badge
 from knowledge.ingestion.parsing import ACCEPTED_EXTENSIONS
 from knowledge.models import Document, KnowledgeBase
+from knowledge.services.bulk import retry_failed_documents
 from knowledge.services.documents import DuplicateDocument
 from knowledge.services.knowledge_base_changes import (
     SETTINGS_FIELDS,
@@ -61,6 +62,23 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
     search_fields = ["name", "description"]
     list_filter = [("tenant", admin.RelatedOnlyFieldListFilter)]
     ordering = ["tenant__name", "name"]
+    actions = ["retry_failed"]
+
+    def has_edit_documents_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self._may(request, Permission.WRITE_DOCUMENTS, obj)
+
+    @admin.action(
+        description="Retry failed documents of selected knowledge bases",
+        permissions=["edit_documents"],
+    )
+    def retry_failed(self, request: HttpRequest, queryset) -> None:
+        """One UPDATE per knowledge base; their processing is queued by a task."""
+        knowledge_bases = self.scope(request, queryset, Permission.WRITE_DOCUMENTS)
+        queued = sum(
+            retry_failed_documents(tenant=kb.tenant, knowledge_base=kb)
+            for kb in knowledge_bases.select_related("tenant")
+        )
+        self.message_user(request, f"{queued} failed document(s) queued for processing again.")
 
     # ------------------------------------------------------------------ list
 
@@ -257,7 +275,7 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
             outcomes = upload_documents(
                 tenant=kb.tenant,
                 knowledge_base=kb,
-                files=form.cleaned_data["files"],
+                files=form.cleaned_data["uploads"],
                 replace=form.cleaned_data["replace"],
             )
             outcomes += create_url_documents(

@@ -10,6 +10,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet, Sum
 
 from knowledge.models import Chunk, Document, KnowledgeBase, StagedEmbedding
+from knowledge.services.dispatch import queue_positions
 
 Status = Document.Status
 CHUNKS_PER_PAGE = 25
@@ -76,23 +77,34 @@ def knowledge_base_overview(knowledge_base: KnowledgeBase) -> KnowledgeBaseOverv
 
 
 def document_statuses(documents: QuerySet[Document], ids: Iterable[int]) -> dict[str, dict]:
-    """``{id: {status, label, progress, error, chunk_count, final}}`` of those of ``ids`` found
-    in ``documents``; the others (missing, foreign) are simply absent."""
+    """``{id: {status, label, progress, error, chunk_count, final, queue}}`` of those of
+    ``ids`` found in ``documents``; the others (missing, foreign) are simply absent."""
     labels = dict(Status.choices)
-    rows = documents.filter(pk__in=list(ids)).values_list(
-        "pk", "status", "progress", "error", "chunk_count"
+    rows = list(
+        documents.filter(pk__in=list(ids)).only(
+            "pk", "tenant_id", "status", "dispatched_at", "progress", "error", "chunk_count"
+        )
     )
+    places = queue_positions(rows)
     return {
-        str(pk): {
-            "status": status,
-            "label": labels.get(status, status),
-            "progress": progress,
-            "error": error,
-            "chunk_count": chunk_count,
-            "final": status in Status.final(),
+        str(row.pk): {
+            "status": row.status,
+            "label": labels.get(row.status, row.status),
+            "progress": row.progress,
+            "error": row.error,
+            "chunk_count": row.chunk_count,
+            "final": row.status in Status.final(),
+            "queue": queue_label(places[row.pk]),
         }
-        for pk, status, progress, error, chunk_count in rows
+        for row in rows
     }
+
+
+def queue_label(place: int | None) -> str:
+    """A document's place in the fair queue, for people ("" unless it is pending)."""
+    if place is None:
+        return ""
+    return "sent to a worker" if place == 0 else f"#{place} in the queue"
 
 
 def chunk_page(document: Document, number: str | int | None) -> Page:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from django.urls import reverse
 from django.utils.html import format_html
 
+from knowledge.admin.selectors import queue_label
 from knowledge.models import Document, KnowledgeBase
+from knowledge.services.dispatch import queue_positions
 
 
 def documents_url(kb: KnowledgeBase) -> str:
@@ -25,6 +27,27 @@ def status_badge(document: Document) -> str:
         document.get_status_display(),
         document.pk,
         document.error if document.status == Document.Status.FAILED else "",
+    )
+
+
+def queue_place(document: Document) -> str:
+    """A pending document's place in the fair queue across tenants (nothing otherwise)."""
+    if document.status != Document.Status.PENDING:
+        return ""
+    text = queue_label(queue_positions([document])[document.pk])
+    return format_html(
+        '<span class="kb-muted kb-queue" data-doc="{}" data-field="queue">{}</span>',
+        document.pk,
+        text,
+    )
+
+
+def disabled_badge(document: Document) -> str:
+    """ "Disabled" for a document kept but never searched; nothing otherwise."""
+    if document.enabled:
+        return ""
+    return format_html(
+        '<span class="kb-badge kb-disabled" data-disabled="{}">Disabled</span>', document.pk
     )
 
 

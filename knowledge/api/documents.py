@@ -30,10 +30,13 @@ from rest_framework.response import Response
 from knowledge import access
 from knowledge.api.serializers import (
     DocumentSerializer,
+    DocumentUpdateSerializer,
     DocumentUploadSerializer,
+    ReprocessSerializer,
     UploadResponseSerializer,
 )
 from knowledge.models import Document
+from knowledge.services.curation import set_document_enabled
 from knowledge.services.documents import delete_document, reprocess_document
 from knowledge.services.uploads import UploadOutcome, upload_documents
 from knowledge.web.documents import create_url_documents
@@ -168,12 +171,12 @@ class DocumentListView(TenantAPIView):
         accepted = [outcome.document for outcome in outcomes if outcome.accepted]
         if not accepted:
             raise _refusal(outcomes, results)
-        body = {"documents": DocumentSerializer(accepted, many=True).data, "results": results}
+        body = {"documents": accepted, "results": results}
         return Response(UploadResponseSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
 
 class DocumentDetailView(TenantAPIView):
-    required = {"DELETE": Permission.WRITE_DOCUMENTS}
+    required = {"DELETE": Permission.WRITE_DOCUMENTS, "PATCH": Permission.WRITE_DOCUMENTS}
 
     def _get(self, pk: int) -> Document:
         return access.access_document(self.tenant, pk, self.access.knowledge_base_ids)
@@ -197,6 +200,22 @@ class DocumentDetailView(TenantAPIView):
         delete_document(tenant=self.tenant, document=self._get(pk))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
+    @extend_schema(
+        summary="Disable or enable a document",
+        description="A disabled document is kept, listed and shown as disabled, and never "
+        "returned by search; enabling it makes it searchable again as it was.",
+        request=DocumentUpdateSerializer,
+        responses={200: DocumentSerializer, **error_responses(400, 404)},
+        tags=TAGS,
+    )
+    def patch(self, request, pk: int):
+        serializer = DocumentUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        document = set_document_enabled(
+            tenant=self.tenant, document=self._get(pk), **serializer.validated_data
+        )
+        return Response(DocumentSerializer(document).data)
+
 
 class DocumentReprocessView(TenantAPIView):
     required = {"POST": Permission.WRITE_DOCUMENTS}
@@ -204,12 +223,16 @@ class DocumentReprocessView(TenantAPIView):
     @extend_schema(
         summary="Reprocess a document",
         description="Processes the stored file again (with the knowledge base's current "
-        "chunking settings). The document leaves search until it is ready again.",
-        request=None,
-        responses={202: DocumentSerializer, **error_responses(404)},
+        "chunking settings). The document leaves search until it is ready again. When parsed "
+        "chunks carry hand edits it answers 409 with details.hand_edits (how many would be "
+        "discarded) unless discard_hand_edits is true; chunks added by hand are kept.",
+        request=ReprocessSerializer,
+        responses={202: DocumentSerializer, **error_responses(400, 404, 409)},
         tags=TAGS,
     )
     def post(self, request, pk: int):
         document = access.access_document(self.tenant, pk, self.access.knowledge_base_ids)
-        reprocess_document(tenant=self.tenant, document=document)
+        options = ReprocessSerializer(data={**request.query_params.dict(), **request.data})
+        options.is_valid(raise_exception=True)
+        reprocess_document(tenant=self.tenant, document=document, **options.validated_data)
         return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)

@@ -11,6 +11,7 @@ from knowledge.embeddings.local import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
 from knowledge.embeddings.registry import PROVIDERS
 from knowledge.ingestion.parsing import ACCEPTED_EXTENSIONS
 from knowledge.models import Chunk, Document, KnowledgeBase
+from knowledge.services.dispatch import queue_positions
 from knowledge.services.knowledge_base_changes import EDITABLE_FIELDS
 from tenancy.api.fields import FiniteFloatField, JSONObjectField
 from tenancy.api.schema import ErrorDetailSerializer
@@ -62,6 +63,9 @@ class KnowledgeBaseSerializer(serializers.ModelSerializer):
     embedding = EmbeddingStateSerializer(source="*", read_only=True)
     document_count = serializers.IntegerField(read_only=True)
     ready_document_count = serializers.IntegerField(read_only=True)
+    deleting_document_count = serializers.IntegerField(
+        read_only=True, help_text="Documents a bulk deletion is still removing."
+    )
 
     class Meta:
         model = KnowledgeBase
@@ -88,6 +92,7 @@ class KnowledgeBaseSerializer(serializers.ModelSerializer):
             "index_version",
             "document_count",
             "ready_document_count",
+            "deleting_document_count",
             "created_at",
             "updated_at",
         ]
@@ -163,7 +168,20 @@ class KnowledgeBaseWriteSerializer(serializers.ModelSerializer):
 # ---------------------------------------------------------------- documents
 
 
+class DocumentListSerializer(serializers.ListSerializer):
+    """Places in the queue of a whole page at once (two queries, not two per document)."""
+
+    def to_representation(self, data):
+        documents = list(data.all() if hasattr(data, "all") else data)
+        self.child.context["queue_positions"] = queue_positions(documents)
+        return super().to_representation(documents)
+
+
 class DocumentSerializer(serializers.ModelSerializer):
+    queue_position = serializers.SerializerMethodField(
+        help_text="While pending: 0 once sent to a worker (it starts when one is free), else "
+        "its place in the fair queue across tenants (1 = next). Null otherwise."
+    )
     knowledge_base_id = serializers.IntegerField(read_only=True)
     replaces_id = serializers.IntegerField(
         read_only=True,
@@ -200,6 +218,8 @@ class DocumentSerializer(serializers.ModelSerializer):
             "parent_id",
             "options",
             "source_url",
+            "enabled",
+            "queue_position",
             "created_at",
             "updated_at",
             "processed_at",
@@ -211,7 +231,33 @@ class DocumentSerializer(serializers.ModelSerializer):
             },
             "options": {"help_text": "How the file is read, as set at upload (Q&A pairs)."},
             "error": {"help_text": "Why processing failed, for the person who uploaded it."},
+            "enabled": {
+                "help_text": "false: kept and listed, never returned by search (PATCH to change)."
+            },
         }
+        list_serializer_class = DocumentListSerializer
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_position(self, document: Document) -> int | None:
+        positions = self.context.get("queue_positions") or {}
+        if document.pk not in positions:
+            positions = queue_positions([document])
+        return positions[document.pk]
+
+
+class DocumentUpdateSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField(
+        help_text="false: the document stays, is never returned by search; true: searched again."
+    )
+
+
+class ReprocessSerializer(serializers.Serializer):
+    discard_hand_edits = serializers.BooleanField(
+        default=False,
+        help_text="Reprocess even though parsed chunks carry hand edits (they are discarded; "
+        "chunks added by hand are kept). Without it such a document answers 409 with "
+        "details.hand_edits.",
+    )
 
 
 class DocumentUploadSerializer(serializers.Serializer):
@@ -221,7 +267,8 @@ class DocumentUploadSerializer(serializers.Serializer):
         default=list,
         max_length=settings.RAG_MAX_UPLOAD_FILES,
         help_text="One or more files (repeat the form field). Accepted types: "
-        f"{ACCEPTED_EXTENSIONS}; at most RAG_MAX_UPLOAD_BYTES each. Scanned PDF pages and "
+        f"{ACCEPTED_EXTENSIONS}, and .zip archives of them (each file judged on its own, its "
+        "path kept in metadata); at most RAG_MAX_UPLOAD_BYTES each. Scanned PDF pages and "
         "images are read by OCR; an e-mail's attachments become documents of their own.",
     )
     # Web import (knowledge.web): documents fetched from URLs by the worker.
@@ -337,9 +384,28 @@ class ChunkSerializer(serializers.ModelSerializer):
             "embedding_dimensions",
             "has_embedding",
             "tokens",
+            "origin",
+            "enabled",
+            "edited",
+            "edited_at",
+            "extra_keywords",
+            "extra_questions",
             "created_at",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "origin": {"help_text": "parsed from the file, or manual (added by hand)."},
+            "enabled": {"help_text": "false: kept and listed, never returned by search."},
+            "extra_keywords": {"help_text": "Searched by keyword, never shown as content."},
+            "extra_questions": {
+                "help_text": "Searched by keyword and embedded with the chunk, never shown as "
+                "content."
+            },
+        }
+
+    edited = serializers.BooleanField(
+        read_only=True, help_text="Its text, keywords or questions were changed by hand."
+    )
 
     def get_has_embedding(self, chunk: Chunk) -> bool:
         return chunk.embedding_dimensions is not None
@@ -347,3 +413,42 @@ class ChunkSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.ListField(child=serializers.CharField(), allow_null=True))
     def get_tokens(self, chunk: Chunk) -> list[str] | None:
         return list(chunk.tokens) if self.context.get("include_tokens") else None
+
+
+_KEYWORDS = serializers.ListField(
+    child=serializers.CharField(max_length=200, allow_blank=True),
+    max_length=50,
+    required=False,
+    help_text="Extra keywords (replace the chunk's): indexed for keyword search, not shown.",
+)
+_QUESTIONS = serializers.ListField(
+    child=serializers.CharField(max_length=1000, allow_blank=True),
+    max_length=50,
+    required=False,
+    help_text="Questions the chunk answers (replace the chunk's): indexed and embedded with "
+    "it, not shown.",
+)
+
+
+class ChunkUpdateSerializer(serializers.Serializer):
+    """PATCH a chunk: any of these; the chunk is re-analysed and, for new text or questions,
+    re-embedded before the answer."""
+
+    content = serializers.CharField(required=False, max_length=20_000, trim_whitespace=True)
+    enabled = serializers.BooleanField(required=False)
+    extra_keywords = _KEYWORDS
+    extra_questions = _QUESTIONS
+
+    def validate(self, attrs: dict) -> dict:
+        if not attrs:
+            raise serializers.ValidationError(
+                "Nothing to change: give content, enabled, extra_keywords or extra_questions."
+            )
+        return attrs
+
+
+class ChunkCreateSerializer(serializers.Serializer):
+    content = serializers.CharField(max_length=20_000, trim_whitespace=True)
+    enabled = serializers.BooleanField(default=True)
+    extra_keywords = _KEYWORDS
+    extra_questions = _QUESTIONS

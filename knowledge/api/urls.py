@@ -1,6 +1,6 @@
 from django.urls import path
 
-from knowledge.api import chunks, documents, knowledge_bases, web_sources
+from knowledge.api import bulk, chunks, documents, knowledge_bases, web_sources
 
 urlpatterns = [
     path(
@@ -17,6 +17,16 @@ urlpatterns = [
         "knowledge-bases/<id:pk>/documents",
         documents.DocumentListView.as_view(),
         name="document-list",
+    ),
+    path(
+        "knowledge-bases/<id:pk>/documents/retry-failed",
+        bulk.RetryFailedView.as_view(),
+        name="document-retry-failed",
+    ),
+    path(
+        "knowledge-bases/<id:pk>/documents/delete",
+        bulk.BulkDeleteView.as_view(),
+        name="document-bulk-delete",
     ),
     path(
         "knowledge-bases/<id:pk>/chunks",

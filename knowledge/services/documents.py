@@ -20,10 +20,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from knowledge.ingestion.parsing import FileTooLarge, detect_file_type
+from knowledge.ingestion.parsing import FileTooLarge, ParseLimits, detect_file_type
 from knowledge.models import Document, KnowledgeBase
+from knowledge.selectors import hand_edits
 from knowledge.services.knowledge_bases import bump_index_version
-from rag_project.celery import enqueue
 from tenancy.errors import DomainError, ErrorKind, ensure_tenant
 from tenancy.models import Tenant
 
@@ -46,6 +46,15 @@ class DuplicateDocument(DomainError):
             existing_document_id=existing.pk,
         )
         self.existing = existing
+
+
+def parse_limits() -> ParseLimits:
+    return ParseLimits(
+        max_file_bytes=settings.RAG_MAX_UPLOAD_BYTES,
+        max_text_chars=settings.RAG_MAX_TEXT_CHARS,
+        max_unzipped_bytes=settings.RAG_MAX_UNZIPPED_BYTES,
+        max_ocr_pages=settings.RAG_MAX_OCR_PAGES,
+    )
 
 
 def clean_filename(name: str) -> str:
@@ -121,6 +130,8 @@ def create_document(
     document = Document(
         tenant=tenant,
         knowledge_base=knowledge_base,
+        # processed by the caller (queue=False): in flight, never sent by the dispatcher
+        dispatched_at=None if queue else timezone.now(),
         title=title,
         original_filename=filename,
         file_type=str(file_type),
@@ -154,18 +165,42 @@ def _queue_again(document: Document, queue: bool = True) -> None:
         error="",
         attempts=0,
         updated_at=timezone.now(),
+        dispatched_at=None if queue else timezone.now(),
     )
     document.refresh_from_db()
     if queue:
         enqueue_processing(document.pk)
 
 
-def reprocess_document(*, tenant: Tenant, document: Document) -> None:
+class HandEditsWouldBeLost(DomainError):
+    """Reprocessing replaces the parsed chunks, and with them their hand edits: asked first."""
+
+    code = "hand_edits_would_be_lost"
+    kind = ErrorKind.CONFLICT
+
+    def __init__(self, document: Document, count: int) -> None:
+        super().__init__(
+            f"Reprocessing document {document.pk} would discard the hand edits of {count} "
+            "chunk(s) (edited text, extra keywords or questions, disabled chunks); send "
+            "discard_hand_edits=true to reprocess anyway. Chunks added by hand are kept.",
+            hand_edits=count,
+        )
+
+
+def reprocess_document(
+    *, tenant: Tenant, document: Document, discard_hand_edits: bool = False
+) -> None:
     """Process a document again from its stored file. Only ``ready`` documents are searched, so
     it leaves search until it is ready again; its old chunks are replaced in one step then.
-    (To keep an old version searchable meanwhile, upload the new file with replace=True.)"""
+    (To keep an old version searchable meanwhile, upload the new file with replace=True.)
+
+    Raises HandEditsWouldBeLost (409, ``details.hand_edits``) when parsed chunks carry hand
+    edits, unless ``discard_hand_edits``; chunks added by hand survive either way."""
     ensure_tenant(document, tenant, "document")
     with transaction.atomic():
+        edits = hand_edits(document)
+        if edits and not discard_hand_edits:
+            raise HandEditsWouldBeLost(document, edits)
         _queue_again(document)
 
 
@@ -207,11 +242,16 @@ def delete_files_on_commit(names: list[str]) -> None:
 
 
 def enqueue_processing(document_id: int) -> None:
-    """Queue processing once the current transaction commits. If the broker cannot be reached
-    the document stays ``pending`` and the reaper queues it again later: nothing is lost."""
-    from knowledge.tasks import process_document_task
+    """Queue processing: the document waits in the database (``pending``, not dispatched) and
+    the fair dispatcher (``knowledge.services.dispatch``), asked to run once the current
+    transaction commits, sends it to a worker in its tenant's turn. If the broker cannot be
+    reached the document keeps waiting and the reaper's beat dispatches it: nothing is lost."""
+    from knowledge.services.dispatch import request_dispatch
 
-    enqueue(process_document_task, document_id)
+    Document.objects.filter(pk=document_id).exclude(status__in=Document.Status.final()).update(
+        status=Document.Status.PENDING, dispatched_at=None
+    )
+    request_dispatch()
 
 
 def record_attempt(document_id: int) -> None:

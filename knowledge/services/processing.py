@@ -39,15 +39,16 @@ from knowledge.ingestion.parsing import (
     OcrUnavailable,
     ParsedDocument,
     ParseError,
-    ParseLimits,
     ParseOptions,
     parse_document,
 )
 from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services.attachments import add_attachments
+from knowledge.services.curation import manual_chunks_after
 from knowledge.services.documents import (
     delete_files_on_commit,
     enqueue_processing,
+    parse_limits,
     record_attempt,
     stored_files,
 )
@@ -61,15 +62,6 @@ Status = Document.Status
 PROGRESS = {Status.PARSING: 2, Status.CHUNKING: 15, Status.EMBEDDING: 25, Status.INDEXING: 92}
 # Where parsing ends when pages were read by OCR; the later steps are scaled into the rest.
 OCR_DONE = 60
-
-
-def parse_limits() -> ParseLimits:
-    return ParseLimits(
-        max_file_bytes=settings.RAG_MAX_UPLOAD_BYTES,
-        max_text_chars=settings.RAG_MAX_TEXT_CHARS,
-        max_unzipped_bytes=settings.RAG_MAX_UNZIPPED_BYTES,
-        max_ocr_pages=settings.RAG_MAX_OCR_PAGES,
-    )
 
 
 def parse_options(options: dict) -> ParseOptions:
@@ -254,8 +246,10 @@ def _store(document: Document, kb: KnowledgeBase, chunks: list[Chunk]) -> str:
             # The knowledge base switched models while this ran: embed again with the new one.
             enqueue_processing(document.pk)
             return "requeued"
+        # curation: chunks added by hand survive, after the parsed ones (same ids)
+        kept = manual_chunks_after(current, document.title, len(chunks))
         Chunk.objects.filter(document_id=document.pk).delete()
-        Chunk.objects.bulk_create(chunks, batch_size=500)
+        Chunk.objects.bulk_create([*chunks, *kept], batch_size=500)
         if current.replaces_id:
             replaced = Document.objects.filter(
                 pk=current.replaces_id, knowledge_base_id=kb.pk, tenant_id=current.tenant_id
@@ -270,7 +264,7 @@ def _store(document: Document, kb: KnowledgeBase, chunks: list[Chunk]) -> str:
         current.status = Status.READY
         current.progress = 100
         current.error = ""
-        current.chunk_count = len(chunks)
+        current.chunk_count = len(chunks) + len(kept)
         current.analyzer_version = ANALYZER_VERSION
         current.processed_at = timezone.now()
         current.replaces = None

@@ -19,6 +19,7 @@ from knowledge.analysis import ANALYZER_VERSION, get_analyzer
 from knowledge.embeddings import EmbeddingConfig, get_embedder
 from knowledge.embeddings.registry import resolved, with_model
 from knowledge.models import Chunk, Document, KnowledgeBase, StagedEmbedding
+from knowledge.services.curation import curated_tokens, embedded_text
 from knowledge.services.knowledge_bases import bump_index_version
 from rag_project.celery import enqueue
 from tenancy.errors import ensure_tenant
@@ -51,8 +52,13 @@ def reanalyze_knowledge_base(knowledge_base_id: int, *, all_chunks: bool = False
         if not batch:
             break
         for chunk in batch:
-            chunk.tokens = analyzer.chunk_tokens(
-                chunk.content, chunk.document.title, chunk.heading_path
+            chunk.tokens = curated_tokens(  # with its extra keywords and questions
+                analyzer,
+                chunk.content,
+                chunk.document.title,
+                chunk.heading_path,
+                chunk.extra_keywords,
+                chunk.extra_questions,
             )
             chunk.analyzer_version = ANALYZER_VERSION
         Chunk.objects.bulk_update(batch, ["tokens", "analyzer_version"])
@@ -158,17 +164,19 @@ def _unstaged(kb: KnowledgeBase, target: EmbeddingConfig):
 def _stage_missing(kb: KnowledgeBase, target: EmbeddingConfig, embedder) -> int:
     done = 0
     while True:
-        batch = list(_unstaged(kb, target).order_by("pk").values_list("pk", "content")[:BATCH])
+        rows = _unstaged(kb, target).order_by("pk").values_list("pk", "content", "extra_questions")
+        batch = list(rows[:BATCH])
         if not batch:
             return done
-        vectors = embedder.embed_documents([content for _, content in batch])
-        StagedEmbedding.objects.filter(chunk_id__in=[pk for pk, _ in batch]).delete()
+        # a curated chunk's questions are embedded with it, as when it was edited
+        vectors = embedder.embed_documents([embedded_text(c, q) for _, c, q in batch])
+        StagedEmbedding.objects.filter(chunk_id__in=[pk for pk, _, _ in batch]).delete()
         StagedEmbedding.objects.bulk_create(
             [
                 StagedEmbedding(
                     chunk_id=pk, knowledge_base=kb, embedding=vector, embedding_model=target.model
                 )
-                for (pk, _), vector in zip(batch, vectors, strict=True)
+                for (pk, _, _), vector in zip(batch, vectors, strict=True)
             ]
         )
         done += len(batch)

@@ -29,8 +29,11 @@ def reap_stuck_documents(now=None) -> dict[str, int]:
     ``RAG_MAX_PROCESSING_ATTEMPTS`` attempts with a message saying so."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.RAG_STUCK_AFTER_S)
-    stuck = Document.objects.exclude(status__in=Document.Status.final()).filter(
-        updated_at__lt=cutoff
+    stuck = (
+        Document.objects.exclude(status__in=Document.Status.final())
+        .filter(updated_at__lt=cutoff)
+        # waiting for its turn in the fair dispatch is not stuck (the beat dispatches it)
+        .exclude(status=Document.Status.PENDING, dispatched_at__isnull=True)
     )
     failed = stuck.filter(attempts__gte=settings.RAG_MAX_PROCESSING_ATTEMPTS).update(
         status=Document.Status.FAILED,

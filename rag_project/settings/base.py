@@ -175,6 +175,12 @@ RAG_MAX_UNZIPPED_BYTES = env.int(
 # Scanned PDF pages and images are read by OCR in the worker, a few seconds a page on a CPU:
 # documents with more such pages are refused (they would outlast CELERY_TASK_SOFT_TIME_LIMIT).
 RAG_MAX_OCR_PAGES = env.int("RAG_MAX_OCR_PAGES", default=100)
+# Fair dispatch: documents sent to workers and not yet final, at most (round-robin across
+# tenants). Set it to the number of worker processes: more keeps them busy between dispatches,
+# fewer leaves them idle; a tenant's document waits at most for one of these places.
+RAG_DISPATCH_IN_FLIGHT = env.int("RAG_DISPATCH_IN_FLIGHT", default=4)
+# A ZIP archive uploaded as documents: at most this many files (each checked as an upload).
+RAG_MAX_ARCHIVE_MEMBERS = env.int("RAG_MAX_ARCHIVE_MEMBERS", default=1000)
 # The OCR engine factory (dotted path of a callable returning a
 # knowledge.ingestion.parsing.OcrEngine); when it cannot be imported, documents that need OCR
 # fail with a reason saying how to install it.

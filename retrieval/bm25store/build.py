@@ -1,10 +1,11 @@
 """Building a knowledge base's index from the tokens stored at ingestion (never re-analysed).
 
-Only chunks of ``ready`` documents are indexed. The KB's ``index_version`` is read first and in
-the same REPEATABLE READ snapshot as the chunks, so the version an index is labelled with is
-exactly the data it holds. (Called inside a caller's transaction, the snapshot is that
-transaction's; the version is still read first, and a label older than the content is safe:
-readers of the newer version reject it and rebuild.)
+Only searchable chunks are indexed (``knowledge.selectors.SEARCHABLE_CHUNK``: enabled chunks of
+ready, enabled documents). The KB's ``index_version`` is read first and in the same REPEATABLE
+READ snapshot as the chunks, so the version an index is labelled with is exactly the data it
+holds. (Called inside a caller's transaction, the snapshot is that transaction's; the version
+is still read first, and a label older than the content is safe: readers of the newer version
+reject it and rebuild.)
 
 Fetching is the expensive half at 100k chunks: turning 12M array elements into Python strings
 costs more than building the index. So PostgreSQL joins each chunk's tokens into one UTF-8
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 from django.db.models import BinaryField, F, Func, IntegerField, Value
 
-from knowledge.models import Chunk, Document, KnowledgeBase
+from knowledge.models import Chunk, KnowledgeBase
+from knowledge.selectors import SEARCHABLE_CHUNK
 from retrieval.bm25 import BM25Index
 
 # The analyser's normalisation removes C0 controls, so no stored token holds this one.
@@ -79,9 +81,9 @@ def snapshot():
 
 def _ready_chunks(knowledge_base: KnowledgeBase):
     return Chunk.objects.filter(
+        SEARCHABLE_CHUNK,  # curation: the one definition of searchable
         tenant_id=knowledge_base.tenant_id,
         knowledge_base_id=knowledge_base.pk,
-        document__status=Document.Status.READY,
     ).order_by()
 
 

@@ -26,8 +26,14 @@ from knowledge import selectors
 from knowledge.ingestion.parsing import parse_document
 from knowledge.models import Chunk, KnowledgeBase
 from knowledge.models import Document as StoredDocument
-from knowledge.services.documents import DuplicateDocument, create_document, delete_document
-from knowledge.services.processing import parse_limits, process_document
+from knowledge.selectors import SEARCHABLE_DOCUMENT
+from knowledge.services.documents import (
+    DuplicateDocument,
+    create_document,
+    delete_document,
+    parse_limits,
+)
+from knowledge.services.processing import process_document
 from retrieval.langchain.documents import ID_KEY, langchain_id, own_metadata
 from tenancy.models import Tenant
 
@@ -95,15 +101,18 @@ def delete_texts(*, tenant: Tenant, knowledge_base: KnowledgeBase, ids: Iterable
 
 
 def get_texts(tenant: Tenant, knowledge_base: KnowledgeBase, ids: Sequence[Any]) -> list[Document]:
-    """The ready documents of these ids, whole, in the order asked; unknown ids skipped."""
+    """The searchable documents of these ids, whole, in the order asked; unknown ids, disabled
+    documents and documents whose chunks are all disabled skipped."""
     chunks = Prefetch("chunks", queryset=Chunk.objects.order_by("position"))
-    documents = documents_with_ids(tenant, knowledge_base, ids).filter(status=READY)
+    documents = documents_with_ids(tenant, knowledge_base, ids).filter(SEARCHABLE_DOCUMENT)
     found = {}
     for document in documents.prefetch_related(chunks):
         lc_id = langchain_id(document.metadata, document.pk)
-        found[lc_id] = Document(
-            id=lc_id, page_content=_whole_text(document), metadata=own_metadata(document.metadata)
-        )
+        text = _whole_text(document)
+        if text is not None:
+            found[lc_id] = Document(
+                id=lc_id, page_content=text, metadata=own_metadata(document.metadata)
+            )
     return [found[i] for i in dict.fromkeys(str(i) for i in ids) if i in found]
 
 
@@ -164,11 +173,16 @@ def _unchanged(document: StoredDocument, text: str, metadata: dict) -> bool:
     return stored.startswith(data) and not stored[len(data) :].strip(b"\n")
 
 
-def _whole_text(document: StoredDocument) -> str:
-    """Its one chunk, or the text its chunks were cut from."""
+def _whole_text(document: StoredDocument) -> str | None:
+    """Its one chunk, or the text its chunks were cut from; once curated by hand, its enabled
+    chunks' texts (what search returns of it); None when none is enabled."""
     chunks = list(document.chunks.all())
-    if len(chunks) == 1:
-        return chunks[0].content
+    enabled = [chunk.content for chunk in chunks if chunk.enabled]
+    if not enabled:
+        return None
+    curated = any(c.edited or c.origin == Chunk.Origin.MANUAL or not c.enabled for c in chunks)
+    if len(chunks) == 1 or curated:
+        return "\n\n".join(enabled)
     with document.file.open("rb") as handle:
         data = handle.read()
     return parse_document(document.original_filename, data, parse_limits()).text.strip()

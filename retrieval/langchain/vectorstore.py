@@ -44,7 +44,6 @@ from knowledge import selectors
 from knowledge.embeddings import config_for_knowledge_base, get_embedder
 from knowledge.ingestion.parsers.base import clean_text
 from knowledge.models import Chunk, KnowledgeBase
-from knowledge.models import Document as StoredDocument
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.langchain.documents import hit_to_document, langchain_id, own_metadata
 from retrieval.langchain.embeddings import (
@@ -379,11 +378,8 @@ class KnowledgeBaseVectorStore(VectorStore):
         while True:  # chunks of documents being reprocessed are skipped: ask for more
             pairs, _ = nearest_chunks(kb, vector, limit, filters)
             rows = (
-                selectors.chunks(self.tenant, kb)
-                .filter(
-                    pk__in=[chunk_id for chunk_id, _ in pairs],
-                    document__status=StoredDocument.Status.READY,
-                )
+                selectors.searchable_chunks(self.tenant, kb)
+                .filter(pk__in=[chunk_id for chunk_id, _ in pairs])
                 .select_related("document")
                 .only(*fields)
                 .in_bulk()

@@ -14,6 +14,7 @@ import numpy as np
 from django.db import connection
 from django.utils import timezone
 
+from knowledge.selectors import searchable_chunk_sql
 from retrieval.search.types import SearchFilters
 
 
@@ -58,12 +59,14 @@ def filter_sql(filters: SearchFilters, knowledge_base_id: int) -> tuple[str, lis
 
 
 def allowed_chunk_ids(tenant_id: int, knowledge_base_id: int, filters: SearchFilters) -> np.ndarray:
-    """Ids of the knowledge base's chunks the filters let through (both legs use them)."""
+    """Ids of the knowledge base's searchable chunks the filters let through (both legs use
+    them)."""
     where, params = filter_sql(filters, knowledge_base_id)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT c.id FROM knowledge_chunk c WHERE c.tenant_id = %s "  # noqa: S608
-            f"AND c.knowledge_base_id = %s {where}",  # constant fragments, values as params
+            f"AND c.knowledge_base_id = %s {where} "  # constant fragments, values as params
+            f"AND {searchable_chunk_sql('c')}",  # curation: only searchable chunks
             [tenant_id, knowledge_base_id, *params],
         )
         return np.fromiter((row[0] for row in cursor.fetchall()), dtype=np.int64)

@@ -7,7 +7,8 @@ hydrate; another round only when more than the margin vanished.
 
 from __future__ import annotations
 
-from knowledge.models import Chunk, Document
+from knowledge.models import Chunk
+from knowledge.selectors import SEARCHABLE_CHUNK
 from retrieval.fusion import Fused
 from retrieval.search.candidates import Candidates
 from retrieval.search.types import Hit, Leg
@@ -49,11 +50,11 @@ def _rows(tenant: Tenant, chunk_ids: list[int], knowledge_base_ids: list[int]) -
         return {}
     rows = (
         Chunk.objects.filter(
+            SEARCHABLE_CHUNK,  # curation: the one definition of searchable
             pk__in=chunk_ids,
             tenant=tenant,
             knowledge_base_id__in=knowledge_base_ids,
             document__tenant=tenant,
-            document__status=Document.Status.READY,
         )
         .select_related("document")
         .only(*FIELDS)

@@ -20,7 +20,7 @@ import numpy as np
 from knowledge import selectors
 from knowledge.analysis import get_analyzer
 from knowledge.embeddings import EmbeddingError, config_for_knowledge_base, get_embedder
-from knowledge.models import Document, KnowledgeBase
+from knowledge.models import KnowledgeBase
 from retrieval.bm25.index import BM25Index
 from retrieval.bm25store import BM25Store, bm25_available
 from retrieval.relevance import Reach
@@ -202,7 +202,7 @@ class Legs:
             user_words=kb.user_words,
             titles=lambda: (
                 selectors.documents(self.tenant, kb)
-                .filter(status=Document.Status.READY)
+                .filter(selectors.SEARCHABLE_DOCUMENT)
                 .values_list("pk", "title")
             ),
             first_chunks=lambda ids: self._first_chunks(kb, ids),
@@ -236,7 +236,7 @@ class Legs:
 
     def _first_chunks(self, kb: KnowledgeBase, document_ids: list[int]) -> dict[int, int]:
         rows = (
-            selectors.chunks(self.tenant, kb)
+            selectors.searchable_chunks(self.tenant, kb)
             .filter(document_id__in=document_ids)
             .order_by("document_id", "position")
             .values_list("document_id", "pk")

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from django.db import connection, transaction
 
+from knowledge.selectors import searchable_chunk_sql
 from retrieval.search.filters import filter_sql
 from retrieval.search.types import SearchFilters
 
@@ -90,6 +91,7 @@ def vector_search(
         "FROM knowledge_chunk c "
         f"WHERE c.tenant_id = %s AND c.knowledge_base_id = %s "
         f"AND c.embedding_dimensions = {dims} AND c.embedding_model = %s {where} "
+        f"AND {searchable_chunk_sql('c')} "  # curation: only searchable chunks
         "ORDER BY distance LIMIT %s"
     )
     with transaction.atomic(), connection.cursor() as cursor:

@@ -43,27 +43,30 @@ from django.db import connection
 from pgvector import Vector
 from threadpoolctl import ThreadpoolController
 
-from knowledge.models import Document, KnowledgeBase
+from knowledge.models import KnowledgeBase
+from knowledge.selectors import searchable_document_sql
 from retrieval.bm25store.build import snapshot
 from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.store import identity_of
 
 logger = logging.getLogger(__name__)
-READY = Document.Status.READY.value
 
 
 _SELECT_KB = (
     "SELECT index_version, updated_at, embedding_provider, embedding_model, "
     "embedding_dimensions FROM knowledge_knowledgebase WHERE id = %s AND tenant_id = %s"
 )
+# Curation: searchable documents and chunks (knowledge.selectors); a curation write sets the
+# document's processed_at, so the delta below reloads its rows.
 _SELECT_DOCUMENTS = (
-    "SELECT id, processed_at, chunk_count FROM knowledge_document "
-    "WHERE tenant_id = %s AND knowledge_base_id = %s AND status = %s"
+    "SELECT id, processed_at, chunk_count FROM knowledge_document d "  # noqa: S608
+    f"WHERE tenant_id = %s AND knowledge_base_id = %s AND {searchable_document_sql('d')}"
 )
-# The rows a search may return: same tenant, knowledge base, model and dimension, ready documents.
+# The rows a search may return: same tenant, knowledge base, model and dimension, searchable.
 _ROWS = (
     "FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
-    "WHERE c.tenant_id = %s AND c.knowledge_base_id = %s AND d.status = %s "
+    f"WHERE c.tenant_id = %s AND c.knowledge_base_id = %s AND {searchable_document_sql('d')} "
+    "AND c.enabled "
     "AND c.embedding_model = %s AND c.embedding_dimensions = %s AND c.embedding IS NOT NULL"
 )
 
@@ -230,13 +233,13 @@ def load(
                 raise KnowledgeBase.DoesNotExist(f"knowledge base {knowledge_base.pk} is gone")
             version, updated_at, provider, model, dimensions = row
             stamp = (updated_at, provider, model, dimensions)
-            cursor.execute(_SELECT_DOCUMENTS, [knowledge_base.tenant_id, knowledge_base.pk, READY])
+            cursor.execute(_SELECT_DOCUMENTS, [knowledge_base.tenant_id, knowledge_base.pk])
             documents = cursor.fetchall()
         chunks = sum(count or 0 for _, _, count in documents)
         if not dimensions or _capacity(chunks) * (int(dimensions) * 4 + 16) > max_bytes:
             return None, "too large"
         processed = {doc_id: at for doc_id, at, _ in documents}
-        params = [knowledge_base.tenant_id, knowledge_base.pk, READY, model, dimensions]
+        params = [knowledge_base.tenant_id, knowledge_base.pk, model, dimensions]
         if held is None or held.stamp != stamp or held.documents is None:
             ids, owners, vectors = _fetch(params, None, int(dimensions))
             return _with_headroom(ids, owners, vectors, version, stamp, processed), "load"

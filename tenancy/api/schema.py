@@ -30,6 +30,7 @@ _DESCRIPTIONS = {
     413: "Too large.",
     415: "Unsupported file type (or request content type).",
     429: "Too many requests for this key; retry after `Retry-After` seconds.",
+    503: "A service it needs (e.g. the embedding API) did not answer; nothing was changed.",
 }
 
 

@@ -112,6 +112,7 @@ def test_status_endpoint_reports_progress_error_and_chunks(owner, world):
                 "error": "The PDF is encrypted",
                 "chunk_count": 1,
                 "final": True,
+                "queue": "",  # the fair-queue place, for pending documents only
             }
         }
     }

@@ -69,7 +69,7 @@ def test_uploads_are_queued_for_the_worker_on_commit(
     with django_capture_on_commit_callbacks() as callbacks:
         response = upload(client, empty_kb.pk, named_file("a.txt", "Some text to process."))
     assert response.status_code == 202
-    assert len(callbacks) == 1  # process_document_task.apply_async after the commit
+    assert len(callbacks) == 1  # the fair dispatcher's task, after the commit
 
 
 def test_a_duplicate_answers_409_with_the_existing_documents_id(client, kb):

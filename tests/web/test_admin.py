@@ -55,7 +55,7 @@ def test_the_upload_page_takes_urls(owner, world, site, local):  # noqa: F811
 def test_an_empty_upload_says_what_to_give(owner, world):  # noqa: F811
     url = reverse("admin:knowledge_knowledgebase_upload", args=[world.kb_a.pk])
     page = owner.post(url, {"urls": ""}).content.decode()
-    assert "Choose or drop at least one file, or give a URL." in page
+    assert "Choose or drop at least one file or a folder, or give a URL." in page
 
 
 def test_add_a_web_source_sync_it_and_see_its_progress(owner, world, site, local):  # noqa: F811

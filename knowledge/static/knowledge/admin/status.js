@@ -1,5 +1,5 @@
 // Keeps document statuses current without reloading: every element with data-doc and
-// data-field (status, progress, chunk_count, error) is updated from the admin's JSON status
+// data-field (status, progress, chunk_count, error, queue) is updated from the admin's JSON status
 // endpoint, polled while any shown document is not final (ready or failed).
 (function () {
     "use strict";
@@ -35,6 +35,9 @@
                 break;
             case "error":
                 el.textContent = doc.status === "failed" ? doc.error : "";
+                break;
+            case "queue":  // the place in the fair queue while pending
+                el.textContent = doc.queue;
                 break;
             }
         });
