@@ -19,6 +19,8 @@ an invalid URL or one whose host is an address that is not public (``127.0.0.1``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -145,7 +147,8 @@ class DocumentListView(TenantAPIView):
                 f"{settings.RAG_MAX_UPLOAD_BYTES:,} bytes.",
                 code="request_too_large",
             )
-        if "files" in request.data and not request.content_type.startswith("multipart/"):
+        files_in_json = isinstance(request.data, Mapping) and "files" in request.data
+        if files_in_json and not request.content_type.startswith("multipart/"):
             raise UnsupportedMediaType(
                 request.content_type, "Files are uploaded as multipart/form-data."
             )

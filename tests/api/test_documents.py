@@ -264,6 +264,15 @@ def test_uploads_are_multipart_only(client, empty_kb):
     assert error_of(response)["code"] == "unsupported_media_type"
 
 
+@pytest.mark.parametrize("body", ["-1.5e16", "[1, 2]", '"text"', "null"])
+def test_a_json_body_that_is_not_an_object_is_a_bad_request(client, empty_kb, body):
+    response = client.post(
+        f"{API}/knowledge-bases/{empty_kb.pk}/documents", body, content_type="application/json"
+    )
+    assert response.status_code == 400  # found by schemathesis: a number body was a 500
+    assert error_of(response)["code"] == "invalid"
+
+
 def test_qa_options_at_upload_are_kept_on_the_document_and_used(client, empty_kb):
     faq = "Kunde fragt,Wir antworten\nWo ist das Handbuch?,Im Intranet unter Dokumente.\n"
     response = upload(
