@@ -235,7 +235,10 @@ class DocumentReprocessView(TenantAPIView):
     )
     def post(self, request, pk: int):
         document = access.access_document(self.tenant, pk, self.access.knowledge_base_ids)
-        options = ReprocessSerializer(data={**request.query_params.dict(), **request.data})
+        body = request.data if request.data is not None else {}  # JSON null: no body
+        if not isinstance(body, Mapping):
+            raise ValidationError({"body": ["Give the options as a JSON object, or no body."]})
+        options = ReprocessSerializer(data={**request.query_params.dict(), **body})
         options.is_valid(raise_exception=True)
         reprocess_document(tenant=self.tenant, document=document, **options.validated_data)
         return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)

@@ -273,6 +273,15 @@ def test_a_json_body_that_is_not_an_object_is_a_bad_request(client, empty_kb, bo
     assert error_of(response)["code"] == "invalid"
 
 
+@pytest.mark.parametrize(("body", "status"), [("null", 202), ("[1]", 400), ("7", 400)])
+def test_reprocess_takes_no_body_or_an_object(client, kb, body, status):
+    document = kb.docs["pumps.md"]
+    response = client.post(
+        f"{API}/documents/{document.pk}/reprocess", body, content_type="application/json"
+    )
+    assert response.status_code == status  # found by schemathesis: these were 500s
+
+
 def test_qa_options_at_upload_are_kept_on_the_document_and_used(client, empty_kb):
     faq = "Kunde fragt,Wir antworten\nWo ist das Handbuch?,Im Intranet unter Dokumente.\n"
     response = upload(
