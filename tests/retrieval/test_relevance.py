@@ -122,12 +122,32 @@ TOPICS = [
     "Emergency showers are tested weekly and the water must run clear within a minute.",
     "The boiler feed water is softened to keep scale from building up in the tubes.",
     "Safety goggles are required in the workshop whenever the grinder is in use.",
+    "Hydraulic oil in the press is sampled monthly and changed when it turns dark.",
+    "The overhead crane may lift at most five tonnes and is inspected every spring.",
+    "Welding screens keep the arc flash away from people passing the welding bay.",
+    "Compressed air lines are drained every morning to remove condensed moisture.",
+    "The cooling tower basin is cleaned twice a year to keep algae from growing.",
+    "Visitors sign in at the gatehouse and receive a badge and a hearing protector.",
+    "The transformer yard is fenced and only licensed electricians may enter it.",
+    "Spilled solvent is soaked up with absorbent pads and stored in a sealed drum.",
+    "The packaging robot stops at once when the light curtain is interrupted.",
+    "Ladders are checked for cracked rungs before each use and tagged when damaged.",
+    "The steam trap on the dryer line is replaced when it leaks live steam.",
+    "Noise above eighty five decibels requires ear defenders in the stamping hall.",
+    "The diesel generator runs a test every Monday for thirty minutes under load.",
+    "Pallets are stacked no higher than three levels in the finished goods store.",
+    "First aid kits are refilled by the shift supervisor after every incident.",
+    "The chiller keeps the process water between eight and twelve degrees Celsius.",
+    "Lockout tags name the person who isolated the machine and the date and time.",
+    "The dust extraction filters are shaken clean at the end of every shift.",
 ]
 
 
 @pytest.fixture
-def plant(tenant, settings):
-    settings.RAG_CALIBRATION_MIN_CHUNKS = 5
+def plant(tenant):
+    # 30 chunks: above RAG_CALIBRATION_MIN_CHUNKS (20), as a knowledge base must be to be
+    # calibrated. With fewer the fit rests on so few pseudo-queries that which chunks the
+    # sample draws (seeded by the knowledge base's id) can swap two close relevances.
     kb = create_knowledge_base(
         tenant=tenant, name="Plant", embedding=EmbeddingConfig(provider="none")
     )
