@@ -1,0 +1,252 @@
+"""A read-only BM25 view over a list of segments plus deletions, exact as rank_bm25 over the live
+documents.
+
+"Live" documents are those of every segment whose id is not in ``deleted``. The view composes,
+once when it is made (not per query), what BM25Okapi computes over its corpus:
+
+- N = live documents, avgdl = their tokens / N, and each segment's length norms
+  ``k1 * (1 - b + b * dl / avgdl)``;
+- the global document frequency of every term = the sum over segments of its live postings
+  (a segment without deletions contributes its postings count per term; one with deletions
+  counts its live postings only), so a deleted document stops counting exactly;
+- the idf of every term with a live posting and the epsilon floor, ``epsilon * mean raw idf``
+  over that live vocabulary (a term whose documents are all deleted is not in it).
+
+The composed vocabulary is one dict (term -> global term id) built from the segments' term
+lists; each segment keeps an array mapping its local term ids to global ones, so a query looks a
+term up once and reads its postings segment by segment.
+
+Query path: per query term occurrence (query order, as rank_bm25 adds them), each segment's
+postings give global document positions (segment base + local position) and float64
+contributions ``idf * tf * (k1 + 1) / (tf + norm)``. The contributions are concatenated and
+summed per document with ``np.bincount`` over a dense array when they cover a good part of the
+index, else by a stable sort and ``np.add.reduceat`` over the touched documents only (both keep
+each document's terms in query order). Deleted documents are dropped there, so their postings
+cost time until a merge removes them. Top k: a partition over the touched documents, then an
+exact sort by (-score, doc id).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+
+import numpy as np
+
+from retrieval.bm25.index import BM25Params, _run_starts
+from retrieval.bm25.segment import Segment
+
+_DENSE_FRACTION = 8  # sum densely when the postings read reach 1/8 of the documents
+
+
+class SegmentedIndex:
+    """Immutable composed view; the public API of ``BM25Index`` plus the vocabulary."""
+
+    def __init__(
+        self,
+        segments: Sequence[Segment],
+        deleted: np.ndarray | Sequence[int] = (),
+        params: BM25Params | None = None,
+    ) -> None:
+        self.params = params = params or BM25Params()
+        self.segments = tuple(segments)
+        self.deleted = np.unique(np.asarray(deleted, dtype=np.int64))
+        sizes = [len(s) for s in self.segments]
+        self._bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self._all_ids = (
+            np.concatenate([s.doc_ids for s in self.segments])
+            if self.segments
+            else np.empty(0, np.int64)
+        )
+        lives = [self._live_of(s) for s in self.segments]
+        self._dead: np.ndarray | None = None
+        if any(live is not None for live in lives):
+            self._dead = np.concatenate(
+                [
+                    np.zeros(len(s), bool) if live is None else ~live
+                    for s, live in zip(self.segments, lives, strict=True)
+                ]
+            )
+        lengths = (
+            np.concatenate([s.lengths for s in self.segments])
+            if self.segments
+            else np.empty(0, np.int64)
+        )
+        live_lengths = lengths if self._dead is None else lengths[~self._dead]
+        self._n = int(live_lengths.size)
+        total = int(live_lengths.sum())
+        # Norms of every stored document, deleted ones too (they are never scored), with the
+        # live average length; no tokens means no postings, so the norm is never read.
+        avgdl = total / self._n if total else 1.0
+        self._norm = params.k1 * (1 - params.b + params.b * lengths / avgdl)
+        self._vocab: dict[str, int] = {}
+        self._local_to_global: list[np.ndarray] = []
+        df_parts = []
+        for segment, live in zip(self.segments, lives, strict=True):
+            self._local_to_global.append(
+                np.fromiter(
+                    (self._vocab.setdefault(t, len(self._vocab)) for t in segment.terms),
+                    dtype=np.int64,
+                    count=len(segment.terms),
+                )
+            )
+            df_parts.append(segment.document_frequencies(live))
+        self._df = np.zeros(len(self._vocab), dtype=np.int64)
+        for ids, df in zip(self._local_to_global, df_parts, strict=True):
+            np.add.at(self._df, ids, df)  # once per view; ids are unique within a segment
+        self._idf = _floored_idf_live(self._df, self._n, params.epsilon)
+
+    def _live_of(self, segment: Segment) -> np.ndarray | None:
+        if not self.deleted.size or not len(segment):
+            return None
+        live = ~np.isin(segment.doc_ids, self.deleted)
+        return None if live.all() else live
+
+    # ------------------------------------------------------------------ statistics
+
+    def __len__(self) -> int:
+        """Live documents."""
+        return self._n
+
+    @cached_property
+    def doc_ids(self) -> np.ndarray:
+        """Live document ids, in the order ``get_scores`` reports them (segment order)."""
+        return self._all_ids if self._dead is None else self._all_ids[~self._dead]
+
+    def terms(self) -> Iterator[str]:
+        """The live vocabulary: every term some live document holds."""
+        return (t for t, term_id in self._vocab.items() if self._df[term_id] > 0)
+
+    def document_frequency(self, term: str) -> int:
+        """How many live documents hold the term (0 for an unknown one)."""
+        term_id = self._vocab.get(term)
+        return 0 if term_id is None else int(self._df[term_id])
+
+    def idf(self, term: str) -> float | None:
+        """The idf used in scoring (epsilon floor applied), or None for a term no live
+        document holds."""
+        term_id = self._vocab.get(term)
+        if term_id is None or self._df[term_id] == 0:
+            return None
+        return float(self._idf[term_id])
+
+    @cached_property
+    def nbytes(self) -> int:
+        """Footprint of the view itself (the segments count on their own, see ``total_nbytes``)."""
+        arrays = [self._all_ids, self._norm, self._df, self._idf, self.deleted]
+        arrays += self._local_to_global
+        if self._dead is not None:
+            arrays.append(self._dead)
+        vocab = sys.getsizeof(self._vocab) + 28 * len(self._vocab)
+        return sum(a.nbytes for a in arrays) + vocab
+
+    @property
+    def total_nbytes(self) -> int:
+        return self.nbytes + sum(s.nbytes for s in self.segments)
+
+    # ------------------------------------------------------------------ scoring
+
+    def get_scores(self, query: Sequence[str]) -> np.ndarray:
+        """BM25 score of every live document, in ``doc_ids`` order (float64)."""
+        docs, weights = self._contributions(query)
+        scores = np.bincount(docs, weights, minlength=self._all_ids.size)
+        return scores if self._dead is None else scores[~self._dead]
+
+    def search(
+        self, query: Sequence[str], top_k: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """Up to `top_k` (doc_id, score) with a non-zero score, best first, ties by doc_id;
+        `allowed` (doc ids) restricts the candidates without changing scores. Same contract
+        as ``BM25Index.search``."""
+        if top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {top_k}")
+        if top_k == 0:
+            return []
+        docs, weights = self._contributions(query)
+        if not docs.size:
+            return []
+        if docs.size * _DENSE_FRACTION >= self._all_ids.size:
+            scores = np.bincount(docs, weights, minlength=self._all_ids.size)
+            touched = np.flatnonzero(scores)
+            hits = scores[touched]
+        else:
+            order = np.argsort(docs, kind="stable")
+            docs = docs[order]
+            starts = _run_starts(docs)
+            touched = docs[starts]
+            hits = np.add.reduceat(weights[order], starts)
+        keep = hits != 0
+        if self._dead is not None:
+            keep &= ~self._dead[touched]
+        ids = self._all_ids[touched]
+        if allowed is not None:
+            keep &= np.isin(ids, allowed)
+        ids, hits = ids[keep], hits[keep]
+        if ids.size > top_k:
+            # Keep every document tied with the k-th best so the doc_id tie-break stays exact.
+            kth = np.partition(hits, ids.size - top_k)[ids.size - top_k]
+            best = hits >= kth
+            ids, hits = ids[best], hits[best]
+        order = np.lexsort((ids, -hits))[:top_k]
+        return list(zip(ids[order].tolist(), hits[order].tolist(), strict=True))
+
+    def _contributions(self, query: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(global document positions, float64 contributions) of every query token occurrence,
+        in query order."""
+        if isinstance(query, str):
+            raise TypeError("query must be a sequence of tokens, not a string")
+        cache: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+        doc_parts, weight_parts = [], []
+        for term in query:
+            if term not in cache:
+                cache[term] = self._term_contributions(term)
+            found = cache[term]
+            if found is not None:
+                doc_parts.append(found[0])
+                weight_parts.append(found[1])
+        if not doc_parts:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        if len(doc_parts) == 1:
+            return doc_parts[0], weight_parts[0]
+        return np.concatenate(doc_parts), np.concatenate(weight_parts)
+
+    def _term_contributions(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        term_id = self._vocab.get(term)
+        if term_id is None or self._df[term_id] == 0:
+            return None
+        idf = self._idf[term_id]
+        k1_plus_1 = self.params.k1 + 1
+        doc_parts, weight_parts = [], []
+        for base, segment in zip(self._bases.tolist(), self.segments, strict=False):
+            found = segment.postings_of(term)
+            if found is None:
+                continue
+            local, tf = found
+            docs = local + base  # int64 global positions
+            weights = tf.astype(np.float64)
+            # idf * (tf * (k1 + 1) / (tf + norm)), as rank_bm25 evaluates it, in place.
+            denominator = self._norm[docs]
+            denominator += weights
+            weights *= k1_plus_1
+            weights /= denominator
+            weights *= idf
+            doc_parts.append(docs)
+            weight_parts.append(weights)
+        if len(doc_parts) == 1:
+            return doc_parts[0], weight_parts[0]
+        return np.concatenate(doc_parts), np.concatenate(weight_parts)
+
+
+def _floored_idf_live(df: np.ndarray, n: int, epsilon: float) -> np.ndarray:
+    """rank_bm25's idf over the terms with a live posting (df > 0): raw idf, negatives replaced
+    by epsilon * their mean raw idf. Entries of terms without a live posting are never read."""
+    idf = np.zeros(df.size, dtype=np.float64)
+    present = df > 0
+    if not present.any():
+        return idf
+    live_df = df[present]
+    raw = np.log(n - live_df + 0.5) - np.log(live_df + 0.5)
+    raw[raw < 0] = epsilon * raw.mean()
+    idf[present] = raw
+    return idf
