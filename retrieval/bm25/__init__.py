@@ -5,14 +5,21 @@ and ``SegmentedIndex`` the exact view over a list of segments minus deletions.
 """
 
 from retrieval.bm25.index import FORMAT_VERSION, BM25Index, BM25Params
-from retrieval.bm25.segment import SEGMENT_FORMAT_VERSION, Segment
+from retrieval.bm25.segment import (
+    MAX_SEGMENT_TOKENS,
+    SEGMENT_FORMAT_VERSION,
+    Segment,
+    plan_segments,
+)
 from retrieval.bm25.segmented import SegmentedIndex
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_SEGMENT_TOKENS",
     "SEGMENT_FORMAT_VERSION",
     "BM25Index",
     "BM25Params",
     "Segment",
     "SegmentedIndex",
+    "plan_segments",
 ]

@@ -27,6 +27,10 @@ import numpy as np
 from retrieval.bm25.index import _from_byte_planes, _to_byte_planes, invert, narrow_tf
 
 SEGMENT_FORMAT_VERSION = 1
+# A full-size segment holds at most this many tokens (so at most as many postings): its
+# compressed payload stays in the tens of megabytes, far below Redis's 512 MB value limit and
+# bytea's 1 GB, and one segment loads or builds in a few seconds at most.
+MAX_SEGMENT_TOKENS = 16_000_000
 _MAGIC = b"BM25SEG\x00"
 _HEADER = struct.Struct("<8sH")
 
@@ -180,3 +184,19 @@ class Segment:
             raise ValueError(f"BM25 segment format {version}, expected {SEGMENT_FORMAT_VERSION}")
         state = pickle.loads(memoryview(data)[_HEADER.size :])  # noqa: S301 -- HMAC-verified
         return cls(post_docs=_from_byte_planes(state.pop("post_docs")), **state)
+
+
+def plan_segments(lengths: Sequence[int], max_tokens: int = MAX_SEGMENT_TOKENS) -> list[slice]:
+    """Consecutive slices of documents (of these token counts) holding at most `max_tokens`
+    tokens each (a longer single document gets a slice of its own)."""
+    if max_tokens < 1:
+        raise ValueError("a segment must be allowed at least one token")
+    slices, start, held = [], 0, 0
+    for i, length in enumerate(lengths):
+        if held and held + length > max_tokens:
+            slices.append(slice(start, i))
+            start, held = i, 0
+        held += length
+    if start < len(lengths) or not slices:
+        slices.append(slice(start, len(lengths)))
+    return slices

@@ -29,6 +29,8 @@ exact sort by (-score, doc id).
 from __future__ import annotations
 
 import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from functools import cached_property
 
@@ -38,6 +40,11 @@ from retrieval.bm25.index import BM25Params, _run_starts
 from retrieval.bm25.segment import Segment
 
 _DENSE_FRACTION = 8  # sum densely when the postings read reach 1/8 of the documents
+# Term contributions kept per view (bytes), and the shortest postings worth keeping: a query
+# of common terms then reads its float64 weights instead of recomputing them (bm25s keeps every
+# term's weights precomputed, as float32; exactness forbids float32 and memory all of them).
+WEIGHT_CACHE_BYTES = 64 * 1024 * 1024
+_CACHE_MIN_POSTINGS = 2048
 
 
 class SegmentedIndex:
@@ -48,6 +55,7 @@ class SegmentedIndex:
         segments: Sequence[Segment],
         deleted: np.ndarray | Sequence[int] = (),
         params: BM25Params | None = None,
+        weight_cache_bytes: int = WEIGHT_CACHE_BYTES,
     ) -> None:
         self.params = params = params or BM25Params()
         self.segments = tuple(segments)
@@ -96,6 +104,7 @@ class SegmentedIndex:
         for ids, df in zip(self._local_to_global, df_parts, strict=True):
             np.add.at(self._df, ids, df)  # once per view; ids are unique within a segment
         self._idf = _floored_idf_live(self._df, self._n, params.epsilon)
+        self._weights = _WeightCache(weight_cache_bytes)
 
     def _live_of(self, segment: Segment) -> np.ndarray | None:
         if not self.deleted.size or not len(segment):
@@ -149,7 +158,7 @@ class SegmentedIndex:
 
     def get_scores(self, query: Sequence[str]) -> np.ndarray:
         """BM25 score of every live document, in ``doc_ids`` order (float64)."""
-        docs, weights = self._contributions(query)
+        docs, weights, _ = self._contributions(query)
         scores = np.bincount(docs, weights, minlength=self._all_ids.size)
         return scores if self._dead is None else scores[~self._dead]
 
@@ -163,12 +172,12 @@ class SegmentedIndex:
             raise ValueError(f"top_k must be >= 0, got {top_k}")
         if top_k == 0:
             return []
-        docs, weights = self._contributions(query)
+        docs, weights, rarest = self._contributions(query)
         if not docs.size:
             return []
         if docs.size * _DENSE_FRACTION >= self._all_ids.size:
             scores = np.bincount(docs, weights, minlength=self._all_ids.size)
-            touched = np.flatnonzero(scores)
+            touched = self._dense_candidates(scores, rarest, top_k, allowed)
             hits = scores[touched]
         else:
             order = np.argsort(docs, kind="stable")
@@ -191,9 +200,28 @@ class SegmentedIndex:
         order = np.lexsort((ids, -hits))[:top_k]
         return list(zip(ids[order].tolist(), hits[order].tolist(), strict=True))
 
-    def _contributions(self, query: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def _dense_candidates(
+        self, scores: np.ndarray, rarest: np.ndarray, top_k: int, allowed: np.ndarray | None
+    ) -> np.ndarray:
+        """Positions that may be in the top k: those scoring at least the k-th best score among
+        the rarest query term's eligible documents (a lower bound of the k-th best overall), so
+        the partition below runs over a few candidates instead of every matching document.
+        Every non-zero score when that bound is not positive or has too few documents."""
+        sample = scores[rarest]
+        eligible = sample > 0
+        if self._dead is not None:
+            eligible &= ~self._dead[rarest]
+        if allowed is not None:
+            eligible &= np.isin(self._all_ids[rarest], allowed)
+        sample = sample[eligible]
+        if sample.size >= top_k:
+            bound = np.partition(sample, sample.size - top_k)[sample.size - top_k]
+            return np.flatnonzero(scores >= bound)
+        return np.flatnonzero(scores)
+
+    def _contributions(self, query: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(global document positions, float64 contributions) of every query token occurrence,
-        in query order."""
+        in query order, and the positions of the query term with the fewest postings."""
         if isinstance(query, str):
             raise TypeError("query must be a sequence of tokens, not a string")
         cache: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
@@ -206,15 +234,25 @@ class SegmentedIndex:
                 doc_parts.append(found[0])
                 weight_parts.append(found[1])
         if not doc_parts:
-            return np.empty(0, np.int64), np.empty(0, np.float64)
+            return np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, np.int64)
+        rarest = min(doc_parts, key=len)
         if len(doc_parts) == 1:
-            return doc_parts[0], weight_parts[0]
-        return np.concatenate(doc_parts), np.concatenate(weight_parts)
+            return doc_parts[0], weight_parts[0], rarest
+        return np.concatenate(doc_parts), np.concatenate(weight_parts), rarest
 
     def _term_contributions(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         term_id = self._vocab.get(term)
         if term_id is None or self._df[term_id] == 0:
             return None
+        cached = self._weights.get(term_id)
+        if cached is not None:
+            return cached
+        computed = self._compute_contributions(term, term_id)
+        if computed[0].size >= _CACHE_MIN_POSTINGS:
+            self._weights.put(term_id, computed)
+        return computed
+
+    def _compute_contributions(self, term: str, term_id: int) -> tuple[np.ndarray, np.ndarray]:
         idf = self._idf[term_id]
         k1_plus_1 = self.params.k1 + 1
         doc_parts, weight_parts = [], []
@@ -236,6 +274,37 @@ class SegmentedIndex:
         if len(doc_parts) == 1:
             return doc_parts[0], weight_parts[0]
         return np.concatenate(doc_parts), np.concatenate(weight_parts)
+
+
+class _WeightCache:
+    """A thread-safe LRU of term id -> (positions, contributions), bounded in bytes. The arrays
+    are never written after they are computed, so readers share them."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._entries: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, term_id: int) -> tuple[np.ndarray, np.ndarray] | None:
+        with self._lock:
+            found = self._entries.get(term_id)
+            if found is not None:
+                self._entries.move_to_end(term_id)
+            return found
+
+    def put(self, term_id: int, value: tuple[np.ndarray, np.ndarray]) -> None:
+        size = value[0].nbytes + value[1].nbytes
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if term_id in self._entries:
+                return
+            self._entries[term_id] = value
+            self.nbytes += size
+            while self.nbytes > self.max_bytes:
+                _, (docs, weights) = self._entries.popitem(last=False)
+                self.nbytes -= docs.nbytes + weights.nbytes
 
 
 def _floored_idf_live(df: np.ndarray, n: int, epsilon: float) -> np.ndarray:
