@@ -175,7 +175,9 @@ class SegmentedIndex:
         docs, weights, rarest = self._contributions(query)
         if not docs.size:
             return []
-        if docs.size * _DENSE_FRACTION >= self._all_ids.size:
+        if docs is rarest:  # one known token: its postings are the scores, no summing
+            touched, hits = docs, weights
+        elif docs.size * _DENSE_FRACTION >= self._all_ids.size:
             scores = np.bincount(docs, weights, minlength=self._all_ids.size)
             touched = self._dense_candidates(scores, rarest, top_k, allowed)
             hits = scores[touched]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from bench.synthetic import sample_queries, zipf_corpus
-from retrieval.bm25 import BM25Index, Segment, SegmentedIndex
+from retrieval.bm25 import BM25Index, Segment, SegmentedIndex, plan_segments
 
 TOKENS = ["sensor", "the", "pump", "a", "传感器", "温度", "th01", "v2.3.1"]
 QUERIES = [["sensor"], ["the", "pump"], ["传感器", "温度", "sensor"], ["a", "a", "th01"], ["zz"]]
@@ -121,6 +121,32 @@ def test_allowed_ids_restrict_candidates_without_changing_scores():
     )
     everything = dict(view.search(["pump"], 10))
     assert view.search(["pump"], 10, allowed=np.array([20, 30])) == [(20, everything[20])]
+
+
+def test_full_size_segments_hold_at_most_their_token_budget():
+    assert plan_segments([3, 3, 3, 3], max_tokens=6) == [slice(0, 2), slice(2, 4)]
+    assert plan_segments([2, 9, 1], max_tokens=4) == [slice(0, 1), slice(1, 2), slice(2, 3)]
+    assert plan_segments([], max_tokens=4) == [slice(0, 0)]
+    with pytest.raises(ValueError):
+        plan_segments([1], max_tokens=0)
+
+
+def test_cached_term_weights_give_the_same_answers_and_stay_within_their_budget():
+    corpus = zipf_corpus(4_000, vocab=500, mean_len=30, seed=2)
+    segments = [
+        Segment.build(range(i, i + 1_000), corpus[i : i + 1_000]) for i in range(0, 4_000, 1_000)
+    ]
+    budget = 100_000
+    view = SegmentedIndex(segments, weight_cache_bytes=budget)
+    queries = sample_queries(corpus, 30, seed=2) + [["t0"], ["t0", "t1", "t0"]]
+    first = [view.search(q, 20) for q in queries]
+    assert [view.search(q, 20) for q in queries] == first  # now partly from the cache
+    assert 0 < view._weights.nbytes <= budget
+    reference = rank_bm25.BM25Okapi(corpus)
+    for query, hits in zip(queries, first, strict=True):
+        expected = reference.get_scores(query)
+        top = sorted(range(4_000), key=lambda i: (-expected[i], i))[:20]
+        assert [d for d, _ in hits] == top
 
 
 def test_segment_payload_refuses_other_formats():
