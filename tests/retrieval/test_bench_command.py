@@ -61,7 +61,8 @@ def test_bench_bm25_json_prints_one_object_with_every_figure():
 
 def test_bench_bm25_table_compares_with_rank_bm25():
     table = bench("--docs", "500", "--queries", "20")
-    assert "rank_bm25" in table and "bm25s" in table and "cold load from L2" in table and "cold load from L3" in table
+    assert "rank_bm25" in table and "cold load from L2" in table and "cold load from L3" in table
+    assert "bm25s" in table
     assert "500 synthetic documents" in table
 
 
