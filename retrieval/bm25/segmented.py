@@ -45,6 +45,7 @@ _DENSE_FRACTION = 8  # sum densely when the postings read reach 1/8 of the docum
 # term's weights precomputed, as float32; exactness forbids float32 and memory all of them).
 WEIGHT_CACHE_BYTES = 64 * 1024 * 1024
 _CACHE_MIN_POSTINGS = 2048
+_Part = tuple[np.ndarray, np.ndarray]  # a term's global positions (ascending), contributions
 
 
 class SegmentedIndex:
@@ -158,8 +159,12 @@ class SegmentedIndex:
 
     def get_scores(self, query: Sequence[str]) -> np.ndarray:
         """BM25 score of every live document, in ``doc_ids`` order (float64)."""
-        docs, weights, _ = self._contributions(query)
-        scores = np.bincount(docs, weights, minlength=self._all_ids.size)
+        parts = self._occurrences(query)
+        scores = np.zeros(self._all_ids.size)
+        if parts:
+            docs = np.concatenate([d for d, _ in parts])
+            weights = np.concatenate([w for _, w in parts])
+            scores = np.bincount(docs, weights, minlength=self._all_ids.size)
         return scores if self._dead is None else scores[~self._dead]
 
     def search(
@@ -172,21 +177,14 @@ class SegmentedIndex:
             raise ValueError(f"top_k must be >= 0, got {top_k}")
         if top_k == 0:
             return []
-        docs, weights, rarest = self._contributions(query)
-        if not docs.size:
+        parts = self._occurrences(query)
+        if not parts:
             return []
-        if docs is rarest:  # one known token: its postings are the scores, no summing
-            touched, hits = docs, weights
-        elif docs.size * _DENSE_FRACTION >= self._all_ids.size:
-            scores = np.bincount(docs, weights, minlength=self._all_ids.size)
-            touched = self._dense_candidates(scores, rarest, top_k, allowed)
-            hits = scores[touched]
+        if len(parts) == 1:  # one known token: its postings are the scores, no summing
+            touched, hits = parts[0]
         else:
-            order = np.argsort(docs, kind="stable")
-            docs = docs[order]
-            starts = _run_starts(docs)
-            touched = docs[starts]
-            hits = np.add.reduceat(weights[order], starts)
+            found = self._without_dominant_term(parts, top_k, allowed)
+            touched, hits = found if found is not None else self._summed(parts, top_k, allowed)
         keep = hits != 0
         if self._dead is not None:
             keep &= ~self._dead[touched]
@@ -202,6 +200,53 @@ class SegmentedIndex:
         order = np.lexsort((ids, -hits))[:top_k]
         return list(zip(ids[order].tolist(), hits[order].tolist(), strict=True))
 
+    def _summed(
+        self, parts: list[_Part], top_k: int, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, scores) of the touched documents that may be in the top k."""
+        docs = np.concatenate([d for d, _ in parts])
+        weights = np.concatenate([w for _, w in parts])
+        if docs.size * _DENSE_FRACTION >= self._all_ids.size:
+            scores = np.bincount(docs, weights, minlength=self._all_ids.size)
+            rarest = min((d for d, _ in parts), key=len)
+            touched = self._dense_candidates(scores, rarest, top_k, allowed)
+            return touched, scores[touched]
+        order = np.argsort(docs, kind="stable")
+        docs = docs[order]
+        starts = _run_starts(docs)
+        return docs[starts], np.add.reduceat(weights[order], starts)
+
+    def _without_dominant_term(
+        self, parts: list[_Part], top_k: int, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Exact top-k candidates read mostly from the other terms when one term has most of
+        the postings (MaxScore, with one non-essential term): the documents of the other terms
+        are scored in full (the dominant term's contribution looked up in its sorted postings),
+        and if the k-th best of them beats the most the dominant term alone can give, no
+        document holding only that term can enter the top k. None when that does not hold."""
+        dominant = max(parts, key=lambda part: part[0].size)
+        rest = [part for part in parts if part is not dominant]
+        if not rest or 2 * sum(d.size for d, _ in rest) > dominant[0].size:
+            return None
+        touched, hits = self._summed(rest, 0, None) if len(rest) > 1 else rest[0]
+        docs, weights = dominant
+        at = np.minimum(np.searchsorted(docs, touched), docs.size - 1)
+        extra = np.where(docs[at] == touched, weights[at], 0.0)
+        for _ in range(len(parts) - len(rest)):  # once per occurrence of the dominant term
+            hits = hits + extra
+        eligible = hits > 0
+        if self._dead is not None:
+            eligible &= ~self._dead[touched]
+        if allowed is not None:
+            eligible &= np.isin(self._all_ids[touched], allowed)
+        sample = hits[eligible]
+        if sample.size < top_k:
+            return None
+        kth = np.partition(sample, sample.size - top_k)[sample.size - top_k]
+        if not (len(parts) - len(rest)) * max(float(weights.max()), 0.0) < kth:
+            return None
+        return touched, hits
+
     def _dense_candidates(
         self, scores: np.ndarray, rarest: np.ndarray, top_k: int, allowed: np.ndarray | None
     ) -> np.ndarray:
@@ -216,31 +261,25 @@ class SegmentedIndex:
         if allowed is not None:
             eligible &= np.isin(self._all_ids[rarest], allowed)
         sample = sample[eligible]
-        if sample.size >= top_k:
+        if top_k and sample.size >= top_k:
             bound = np.partition(sample, sample.size - top_k)[sample.size - top_k]
             return np.flatnonzero(scores >= bound)
         return np.flatnonzero(scores)
 
-    def _contributions(self, query: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(global document positions, float64 contributions) of every query token occurrence,
-        in query order, and the positions of the query term with the fewest postings."""
+    def _occurrences(self, query: Sequence[str]) -> list[_Part]:
+        """(global document positions, float64 contributions) of every known query token
+        occurrence, in query order (a repeated token's parts are the same object)."""
         if isinstance(query, str):
             raise TypeError("query must be a sequence of tokens, not a string")
-        cache: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
-        doc_parts, weight_parts = [], []
+        cache: dict[str, _Part | None] = {}
+        parts = []
         for term in query:
             if term not in cache:
                 cache[term] = self._term_contributions(term)
             found = cache[term]
             if found is not None:
-                doc_parts.append(found[0])
-                weight_parts.append(found[1])
-        if not doc_parts:
-            return np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, np.int64)
-        rarest = min(doc_parts, key=len)
-        if len(doc_parts) == 1:
-            return doc_parts[0], weight_parts[0], rarest
-        return np.concatenate(doc_parts), np.concatenate(weight_parts), rarest
+                parts.append(found)
+        return parts
 
     def _term_contributions(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         term_id = self._vocab.get(term)

@@ -123,6 +123,24 @@ def test_allowed_ids_restrict_candidates_without_changing_scores():
     assert view.search(["pump"], 10, allowed=np.array([20, 30])) == [(20, everything[20])]
 
 
+def test_a_common_term_can_outscore_the_rare_terms_documents_and_is_not_pruned():
+    # "x": in 40 short documents, many times each; "y": in 3 long documents, once. The best
+    # documents for ["x", "y"] hold only "x", so scoring the "y" documents alone is not enough.
+    corpus = [["x"] * 20 + [f"u{i}"] for i in range(40)]
+    corpus += [["y"] + [f"v{i}"] * 200 for i in range(3)]
+    corpus += [[f"w{i}"] for i in range(57)]
+    ids = list(range(100))
+    view = SegmentedIndex(
+        [Segment.build(ids[:50], corpus[:50]), Segment.build(ids[50:], corpus[50:])]
+    )
+    single = BM25Index.build(ids, corpus)
+    for query, k in ((["x", "y"], 2), (["y", "x", "x"], 5), (["x", "y"], 50)):
+        ours, theirs = view.search(query, k), single.search(query, k)
+        assert [d for d, _ in ours] == [d for d, _ in theirs]
+        assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
+    assert view.search(["x", "y"], 2)[0][0] < 40  # an "x"-only document leads
+
+
 def test_full_size_segments_hold_at_most_their_token_budget():
     assert plan_segments([3, 3, 3, 3], max_tokens=6) == [slice(0, 2), slice(2, 4)]
     assert plan_segments([2, 9, 1], max_tokens=4) == [slice(0, 1), slice(1, 2), slice(2, 3)]
