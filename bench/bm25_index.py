@@ -5,8 +5,8 @@ The index measured is the segmented one: the corpus cut into full-size segments
 Okapi variant without rank_bm25's epsilon floor) indexes the same token lists, with no stemming
 or stopwords, and answers the same queries in the same process through its ``retrieve`` (top
 k, one thread), with the numba backend when numba is installed (its fastest) and its numpy
-backend otherwise; ``bm25s_backend`` says which. With numba, ``bm25s_numpy_query_p50_ms`` is
-its numpy backend's scoring (as bm25s runs without numba) on the first 30 queries.
+backend otherwise (a Python loop over postings: tens of times slower); ``bm25s_backend`` says
+which.
 ``bm25s_ratio`` = our query p50 / bm25s's (below 1: we are faster). ``bm25s_max_score_diff``
 is bm25s's largest score difference against rank_bm25 on the compared queries (ours is
 ``max_abs_score_diff``).
@@ -168,17 +168,6 @@ def _compare_with_bm25s(
     retrieve(query_set[0])  # numba compiles on first use: not a query's cost
     latencies = [_median_s(lambda q=q: retrieve(q), _QUERY_REPEATS) for q in query_set]
     theirs = float(np.percentile(latencies, 50))
-    numpy_p50 = None
-    if backend != "numpy":  # also bm25s as installed with its own dependencies only
-        retriever.backend = "numpy"
-        subset = query_set[:_SUBSET_QUERIES]
-        numpy_p50 = _ms(
-            np.percentile(
-                [_median_s(lambda q=q: retriever.get_scores(q), _QUERY_REPEATS) for q in subset],
-                50,
-            )
-        )
-    ours = float(np.percentile(our_latencies, 50))
     diff = max(
         (
             float(np.abs(retriever.get_scores(q) - reference).max())
@@ -193,7 +182,6 @@ def _compare_with_bm25s(
         "bm25s_query_p95_ms": _ms(np.percentile(latencies, 95)),
         "bm25s_ratio": round(ours / theirs, 3),
         "bm25s_max_score_diff": diff,
-        "bm25s_numpy_query_p50_ms": numpy_p50,
     }
 
 
