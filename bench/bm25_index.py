@@ -98,12 +98,25 @@ def run_bm25_benchmark(
         "decompress_ms": _ms(_median_s(lambda: zlib.decompress(compressed), _LOAD_REPEATS)),
         "load_ms": _ms(_median_s(lambda: Segment.from_bytes(payload), _LOAD_REPEATS)),
         "compose_ms": _ms(_median_s(lambda: SegmentedIndex(segments), _LOAD_REPEATS)),
+        "add_document_ms": _ms(_median_s(lambda: _add_document(segments, docs, seed), 3)),
+        "add_document_chunks": _DOCUMENT_CHUNKS,
     }
     if compare:
         result |= _compare_with_rank_bm25(index, corpus, query_set, latencies)
     if bm25s:
         result |= _compare_with_bm25s(corpus, query_set, latencies)
     return result
+
+
+_DOCUMENT_CHUNKS = 20  # one new document's chunks
+
+
+def _add_document(segments: list[Segment], docs: int, seed: int) -> SegmentedIndex:
+    """What a new document costs the index: a segment of its chunks, and the view composed
+    over the old segments plus that one (the tokens at hand, as after fetching them)."""
+    corpus = zipf_corpus(_DOCUMENT_CHUNKS, seed=seed + 1)
+    ids = np.arange(docs + 1, docs + 1 + _DOCUMENT_CHUNKS, dtype=np.int64)
+    return SegmentedIndex([*segments, Segment.build(ids, corpus)])
 
 
 def _compare_with_rank_bm25(

@@ -66,6 +66,14 @@ def test_bench_bm25_table_compares_with_rank_bm25():
     assert "500 synthetic documents" in table
 
 
+def test_bench_bm25_without_peers_still_measures_ours():
+    result = json.loads(bench("--docs", "300", "--queries", "5", "--no-peers", "--json"))
+    assert "bm25s_ratio" not in result and "speedup" not in result
+    assert result["add_document_ms"] > 0 and result["add_document_chunks"] == 20
+    table = bench("--docs", "300", "--queries", "5", "--no-peers")
+    assert "add a document" in table and "300 synthetic documents" in table
+
+
 def test_bench_needs_a_benchmark_name():
     with pytest.raises(CommandError):
         call_command("bench")
