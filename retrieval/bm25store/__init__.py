@@ -1,6 +1,6 @@
 """BM25Store: each knowledge base's BM25 index, cached in three tiers and never stale.
 
-See ``retrieval/BM25_STORE.md`` for the design; ``store`` for the read path.
+See ``docs/bm25-store.md`` for the design; ``store`` for the read path.
 """
 
 from retrieval.bm25store.availability import bm25_available
