@@ -210,7 +210,7 @@ class BM25Store:
 
     def _build_or_wait(self, attempt: _Attempt) -> IndexHandle:
         kb = attempt.knowledge_base
-        deadline = time.perf_counter() + self.config.build_wait_s
+        deadline = None  # the wait starts when the lock is first refused, and lasts build_wait_s
         delay = _POLL_FIRST_S
         while True:
             lock = try_build_lock(self.l2, attempt.identity, attempt.current)
@@ -221,8 +221,9 @@ class BM25Store:
                 finally:
                     lock.release()
             now = time.perf_counter()
-            if attempt.wait_started is None:
+            if deadline is None:
                 attempt.wait_started = now
+                deadline = now + self.config.build_wait_s
             if now >= deadline:
                 attempt.wait_timed_out = True
                 logger.warning(
