@@ -1,7 +1,8 @@
 """``bench bm25 --docs N``: our BM25 index against rank_bm25, and cold loads from L2 and L3.
 
 One synthetic Zipf corpus (``bench.synthetic``): build time, query p50/p95 and the
-largest score difference against ``rank_bm25.BM25Okapi`` (``bench.bm25_index``), then the
+largest score difference against ``rank_bm25.BM25Okapi``, and bm25s on the same corpus and
+queries in the same run (``bench.bm25_index``), then the
 real cold-load times of the same index through BM25Store from L2 (Redis) and L3 (PostgreSQL),
 in a throwaway tenant and knowledge base deleted at the end.
 """
@@ -33,6 +34,9 @@ def add_bm25_arguments(parser) -> None:
     parser.add_argument("--docs", type=int, default=100_000, help="synthetic documents")
     parser.add_argument("--queries", type=int, default=200, help="queries to time")
     parser.add_argument("--seed", type=int, default=7, help="corpus and query seed")
+    parser.add_argument(
+        "--no-peers", action="store_true", help="skip rank_bm25 and bm25s (large corpora)"
+    )
 
 
 def bench_bm25(options: dict[str, Any]) -> dict[str, Any]:
@@ -40,7 +44,13 @@ def bench_bm25(options: dict[str, Any]) -> dict[str, Any]:
     if docs < 1 or options["queries"] < 1:
         raise CommandError("--docs and --queries must be at least 1")
     with _throwaway_knowledge_base() as kb:  # first: a database not migrated fails fast
-        result = run_bm25_benchmark(docs, queries=options["queries"], seed=seed, compare=True)
+        result = run_bm25_benchmark(
+            docs,
+            queries=options["queries"],
+            seed=seed,
+            compare=not options["no_peers"],
+            bm25s=not options["no_peers"],
+        )
         # The same corpus again (same seed): the pure benchmark keeps its index to itself.
         ids = np.arange(1, docs + 1, dtype=np.int64)
         index = BM25Index.build(ids, zipf_corpus(docs, seed=seed))
@@ -93,25 +103,34 @@ def _throwaway_knowledge_base():
 
 def bm25_table(r: dict[str, Any]) -> str:
     mb = 1024 * 1024
+
+    def f(key: str, spec: str, unit: str = "", scale: float = 1.0) -> str:
+        """A figure, or blank when it was not measured (``--no-peers``)."""
+        return f"{r[key] * scale:{spec}}{unit}" if r.get(key) is not None else ""
+
     rows = [
-        ("build", f"{r['build_s']:.2f} s", f"{r['rank_bm25_build_s']:.2f} s"),
-        ("query p50", f"{r['query_p50_ms']:.3f} ms", f"{r['rank_bm25_query_p50_ms']:.1f} ms"),
-        ("query p95", f"{r['query_p95_ms']:.3f} ms", ""),
-        ("speedup (p50)", f"{r['speedup']:.0f}x", ""),
-        ("max |score diff|", f"{r['max_abs_score_diff']:.1e}", ""),
-        ("in memory (L1)", f"{r['l1_bytes'] / mb:.1f} MB", ""),
-        (
-            "payload",
-            f"{r['payload_bytes'] / mb:.1f} MB (zlib {r['zlib_level']})",
-            f"{r['rank_bm25_pickle_bytes'] / mb:.1f} MB (pickle)",
-        ),
-        ("cold load from L2", f"{r['load_l2_ms']:.0f} ms", ""),
-        ("cold load from L3", f"{r['load_l3_ms']:.0f} ms", ""),
-    ]
+        ("build", f("build_s", ".2f", " s"), f("rank_bm25_build_s", ".2f", " s"),
+         f("bm25s_build_s", ".2f", " s")),
+        ("query p50", f("query_p50_ms", ".3f", " ms"), f("rank_bm25_query_p50_ms", ".1f", " ms"),
+         f("bm25s_query_p50_ms", ".3f", " ms")),
+        ("query p95", f("query_p95_ms", ".3f", " ms"), "", f("bm25s_query_p95_ms", ".3f", " ms")),
+        ("ours / theirs (p50)", "", f"{1 / r['speedup']:.4f}" if "speedup" in r else "",
+         f("bm25s_ratio", ".2f")),
+        ("max |score diff|", f("max_abs_score_diff", ".1e"),
+         "(reference)" if "speedup" in r else "", f("bm25s_max_score_diff", ".1e")),
+        ("in memory (L1)", f("l1_bytes", ".1f", " MB", 1 / mb), "", ""),
+        ("payload", f"{r['payload_bytes'] / mb:.1f} MB in {r['segments']} segment(s)",
+         f("rank_bm25_pickle_bytes", ".1f", " MB (pickle)", 1 / mb), ""),
+        ("add a document", f("add_document_ms", ".0f", " ms"), "", ""),
+        ("cold load from L2", f("load_l2_ms", ".0f", " ms"), "", ""),
+        ("cold load from L3", f("load_l3_ms", ".0f", " ms"), "", ""),
+    ]  # fmt: skip
+    compared = r.get("rank_bm25_queries", 0)
     head = (
         f"BM25: {r['docs']:,} synthetic documents, {r['tokens']:,} tokens, {r['queries']} "
-        f"queries (top {r['top_k']}; rank_bm25 on {r['rank_bm25_queries']} of them)\n\n"
+        f"queries (top {r['top_k']}; rank_bm25 on {compared} of them)\n\n"
     )
-    lines = [f"{'':20}{'ours':>22}  {'rank_bm25':>22}"]
-    lines += [f"{name:20}{ours:>22}  {theirs:>22}" for name, ours, theirs in rows]
+    bm25s = f"bm25s ({r.get('bm25s_backend', '-')})"
+    lines = [f"{'':20}{'ours':>26}  {'rank_bm25':>20}  {bm25s:>18}"]
+    lines += [f"{name:20}{a:>26}  {b:>20}  {c:>18}" for name, a, b, c in rows]
     return head + "\n".join(lines)

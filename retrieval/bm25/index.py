@@ -106,42 +106,18 @@ class BM25Index:
         """Index `corpus` (token lists), document i being identified by `doc_ids[i]`."""
         docs = corpus if isinstance(corpus, list) else list(corpus)
         ids = np.asarray(doc_ids, dtype=np.int64)
-        n = len(docs)
-        if ids.shape != (n,):
-            raise ValueError(f"{ids.size} doc ids for {n} documents")
-        lengths = np.fromiter(map(len, docs), dtype=np.int64, count=n)
-        total = int(lengths.sum())
-
-        # One C-level pass over the tokens: setdefault maps each term to the position of its
-        # first occurrence. Those positions rank in dict insertion order, so after the sort
-        # below the k-th distinct one belongs to the k-th vocabulary entry.
-        vocab: dict[str, int] = {}
-        keys = np.fromiter(
-            map(vocab.setdefault, chain.from_iterable(docs), count()), dtype=np.int64, count=total
-        )
-        # One sortable key per token, term-major (< tokens * docs, far from int64's limit):
-        # sorting groups postings by term then document, and runs of equal keys are the tfs.
-        keys *= n
-        keys += np.repeat(np.arange(n, dtype=np.int64), lengths)
-        keys.sort()
-        starts = _run_starts(keys)
-        tf = np.diff(starts, append=total)
-        first_seen, post_docs = np.divmod(keys[starts], max(n, 1))
-        del keys
-        offsets = np.append(_run_starts(first_seen), first_seen.size)
-        vocab = dict(zip(vocab, range(len(vocab)), strict=True))
-
-        max_tf = int(tf.max()) if tf.size else 0
-        tf_dtype = next(t for t in _TF_DTYPES if max_tf <= np.iinfo(t).max)
+        if ids.shape != (len(docs),):
+            raise ValueError(f"{ids.size} doc ids for {len(docs)} documents")
+        inverted = invert(docs)
         return cls(
             params=params,
             doc_ids=ids,
-            vocab=vocab,
-            offsets=offsets,
-            post_docs=post_docs.astype(np.int32),
-            post_tf=tf.astype(tf_dtype),
-            norm=_length_norm(lengths, total, params),
-            idf=_floored_idf(np.diff(offsets), n, params.epsilon),
+            vocab=inverted.vocab,
+            offsets=inverted.offsets,
+            post_docs=inverted.post_docs,
+            post_tf=inverted.post_tf,
+            norm=_length_norm(inverted.lengths, int(inverted.lengths.sum()), params),
+            idf=_floored_idf(np.diff(inverted.offsets), len(docs), params.epsilon),
         )
 
     def __len__(self) -> int:
@@ -284,6 +260,49 @@ class BM25Index:
             post_docs=_from_byte_planes(state.pop("post_docs")),
             **state,
         )
+
+
+@dataclass(frozen=True)
+class Inverted:
+    """A corpus turned into CSR postings (see the module docstring for the layout)."""
+
+    vocab: dict[str, int]
+    lengths: np.ndarray  # int64 token count per document
+    offsets: np.ndarray  # int64, one past each term's last posting
+    post_docs: np.ndarray  # int32 document positions, ascending within a term
+    post_tf: np.ndarray  # uint8/16/32 term frequencies
+
+
+def invert(docs: list[Sequence[str]]) -> Inverted:
+    """Postings of `docs` (token lists), sorted by term (in first-seen order) then document."""
+    n = len(docs)
+    lengths = np.fromiter(map(len, docs), dtype=np.int64, count=n)
+    total = int(lengths.sum())
+    # One C-level pass over the tokens: setdefault maps each term to the position of its
+    # first occurrence. Those positions rank in dict insertion order, so after the sort
+    # below the k-th distinct one belongs to the k-th vocabulary entry.
+    vocab: dict[str, int] = {}
+    keys = np.fromiter(
+        map(vocab.setdefault, chain.from_iterable(docs), count()), dtype=np.int64, count=total
+    )
+    # One sortable key per token, term-major (< tokens * docs, far from int64's limit):
+    # sorting groups postings by term then document, and runs of equal keys are the tfs.
+    keys *= n
+    keys += np.repeat(np.arange(n, dtype=np.int64), lengths)
+    keys.sort()
+    starts = _run_starts(keys)
+    tf = np.diff(starts, append=total)
+    first_seen, post_docs = np.divmod(keys[starts], max(n, 1))
+    del keys
+    offsets = np.append(_run_starts(first_seen), first_seen.size)
+    vocab = dict(zip(vocab, range(len(vocab)), strict=True))
+    return Inverted(vocab, lengths, offsets, post_docs.astype(np.int32), narrow_tf(tf))
+
+
+def narrow_tf(tf: np.ndarray) -> np.ndarray:
+    """Term frequencies in the smallest unsigned type that holds them."""
+    max_tf = int(tf.max()) if tf.size else 0
+    return tf.astype(next(t for t in _TF_DTYPES if max_tf <= np.iinfo(t).max))
 
 
 def _run_starts(sorted_values: np.ndarray) -> np.ndarray:

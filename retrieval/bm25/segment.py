@@ -1,0 +1,202 @@
+"""An immutable block of a segmented BM25 index: some documents' postings, no global statistics.
+
+A segment holds what depends on its own documents only: their ids (ascending), token counts,
+its vocabulary and CSR postings with term frequencies (the layout of ``BM25Index``). What
+depends on the whole knowledge base (N, average length, document frequencies, idf and the
+epsilon floor) is computed by ``SegmentedIndex`` over a list of segments minus deletions, so
+adding a document never rewrites an existing segment: it adds a small one.
+
+``merge`` folds segments into one, dropping deleted documents; the result scores exactly as the
+inputs did (the composed statistics count live documents only, wherever they sit).
+
+Serialised form: an 8-byte magic, a format version, then a pickle (protocol 5) of plain numpy
+arrays and the term list, ``post_docs`` as byte planes (see ``retrieval.bm25.index``).
+``from_bytes`` unpickles: only pass bytes whose HMAC the caller verified.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import sys
+from collections.abc import Iterable, Sequence
+from functools import cached_property
+
+import numpy as np
+
+from retrieval.bm25.index import _from_byte_planes, _to_byte_planes, invert, narrow_tf
+
+SEGMENT_FORMAT_VERSION = 1
+# A full-size segment holds at most this many tokens (so at most as many postings): its
+# compressed payload stays in the tens of megabytes, far below Redis's 512 MB value limit and
+# bytea's 1 GB, and one segment loads or builds in a few seconds at most.
+MAX_SEGMENT_TOKENS = 16_000_000
+_MAGIC = b"BM25SEG\x00"
+_HEADER = struct.Struct("<8sH")
+
+
+class Segment:
+    """Immutable postings of a set of documents (chunks)."""
+
+    def __init__(
+        self,
+        *,
+        doc_ids: np.ndarray,
+        lengths: np.ndarray,
+        terms: list[str],
+        offsets: np.ndarray,
+        post_docs: np.ndarray,
+        post_tf: np.ndarray,
+    ) -> None:
+        """Assemble a segment from its arrays; use `build`, `merge` or `from_bytes` instead."""
+        self.doc_ids = doc_ids
+        self.lengths = lengths
+        self.terms = terms
+        self.vocab = dict(zip(terms, range(len(terms)), strict=True))
+        self.offsets = offsets
+        self.post_docs = post_docs
+        self.post_tf = post_tf
+
+    @classmethod
+    def build(cls, doc_ids: Sequence[int], corpus: Iterable[Sequence[str]]) -> Segment:
+        """A segment of `corpus` (token lists), document i being `doc_ids[i]`. Documents are
+        stored in ascending id order whatever order they come in."""
+        docs = corpus if isinstance(corpus, list) else list(corpus)
+        ids = np.asarray(doc_ids, dtype=np.int64)
+        if ids.shape != (len(docs),):
+            raise ValueError(f"{ids.size} doc ids for {len(docs)} documents")
+        if ids.size and np.any(ids[1:] <= ids[:-1]):
+            order = np.argsort(ids, kind="stable")
+            if np.any(np.diff(ids[order]) == 0):
+                raise ValueError("doc ids must be unique within a segment")
+            ids, docs = ids[order], [docs[i] for i in order.tolist()]
+        inverted = invert(docs)
+        return cls(
+            doc_ids=ids,
+            lengths=inverted.lengths,
+            terms=list(inverted.vocab),
+            offsets=inverted.offsets,
+            post_docs=inverted.post_docs,
+            post_tf=inverted.post_tf,
+        )
+
+    @classmethod
+    def merge(cls, segments: Sequence[Segment], deleted: np.ndarray | None = None) -> Segment:
+        """One segment holding the live documents of `segments` (ids in `deleted` dropped).
+        Works on postings: no token list is rebuilt. Raises ValueError on a doc id that two
+        segments hold."""
+        deleted = np.empty(0, np.int64) if deleted is None else np.asarray(deleted, np.int64)
+        vocab: dict[str, int] = {}
+        ids_parts, length_parts, term_parts, doc_parts, tf_parts = [], [], [], [], []
+        for segment in segments:
+            live = ~np.isin(segment.doc_ids, deleted)
+            ids_parts.append(segment.doc_ids[live])
+            length_parts.append(segment.lengths[live])
+            global_term = np.fromiter(
+                (vocab.setdefault(t, len(vocab)) for t in segment.terms),
+                dtype=np.int64,
+                count=len(segment.terms),
+            )
+            term_of_posting = np.repeat(global_term, np.diff(segment.offsets))
+            kept = live[segment.post_docs]
+            term_parts.append(term_of_posting[kept])
+            doc_parts.append(segment.doc_ids[segment.post_docs[kept]])
+            tf_parts.append(segment.post_tf[kept].astype(np.uint32))
+        ids = np.concatenate(ids_parts) if ids_parts else np.empty(0, np.int64)
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+        if ids.size and np.any(ids[1:] == ids[:-1]):
+            raise ValueError("two segments hold the same doc id")
+        lengths = np.concatenate(length_parts)[order] if length_parts else np.empty(0, np.int64)
+        post_terms = np.concatenate(term_parts) if term_parts else np.empty(0, np.int64)
+        post_ids = np.concatenate(doc_parts) if doc_parts else np.empty(0, np.int64)
+        post_tf = np.concatenate(tf_parts) if tf_parts else np.empty(0, np.uint32)
+        post_docs = np.searchsorted(ids, post_ids)
+        keys = post_terms * max(ids.size, 1) + post_docs
+        by_key = np.argsort(keys, kind="stable")
+        post_terms, post_docs, post_tf = post_terms[by_key], post_docs[by_key], post_tf[by_key]
+        # Terms left without a live posting are not in the merged vocabulary.
+        df = np.bincount(post_terms, minlength=len(vocab))
+        present = df > 0
+        terms = [t for t, keep in zip(vocab, present.tolist(), strict=True) if keep]
+        offsets = np.append(0, np.cumsum(df[present])).astype(np.int64)
+        return cls(
+            doc_ids=ids,
+            lengths=lengths.astype(np.int64),
+            terms=terms,
+            offsets=offsets,
+            post_docs=post_docs.astype(np.int32),
+            post_tf=narrow_tf(post_tf),
+        )
+
+    def __len__(self) -> int:
+        return int(self.doc_ids.size)
+
+    @property
+    def postings(self) -> int:
+        return int(self.post_docs.size)
+
+    def document_frequencies(self, live: np.ndarray | None = None) -> np.ndarray:
+        """Per local term, how many of this segment's documents hold it (only those where
+        `live` is True, when given)."""
+        if live is None:
+            return np.diff(self.offsets)
+        term_of_posting = np.repeat(np.arange(len(self.terms)), np.diff(self.offsets))
+        return np.bincount(term_of_posting[live[self.post_docs]], minlength=len(self.terms))
+
+    def postings_of(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(local document positions, term frequencies) of a term, or None if absent."""
+        term_id = self.vocab.get(term)
+        if term_id is None:
+            return None
+        start, end = self.offsets[term_id], self.offsets[term_id + 1]
+        return self.post_docs[start:end], self.post_tf[start:end]
+
+    @cached_property
+    def nbytes(self) -> int:
+        """In-memory footprint: arrays plus an estimate of the vocabulary's objects."""
+        arrays = (self.doc_ids, self.lengths, self.offsets, self.post_docs, self.post_tf)
+        vocab = sys.getsizeof(self.vocab) + sys.getsizeof(self.terms)
+        vocab += sum(sys.getsizeof(term) + 28 for term in self.terms)
+        return sum(a.nbytes for a in arrays) + vocab
+
+    def to_bytes(self) -> bytes:
+        """Uncompressed payload; the caller compresses and signs it."""
+        state = {
+            "doc_ids": self.doc_ids,
+            "lengths": self.lengths,
+            "terms": self.terms,
+            "offsets": self.offsets,
+            "post_docs": _to_byte_planes(self.post_docs),
+            "post_tf": self.post_tf,
+        }
+        return _HEADER.pack(_MAGIC, SEGMENT_FORMAT_VERSION) + pickle.dumps(state, protocol=5)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Segment:
+        """Load a `to_bytes` payload. Only pass bytes whose HMAC was verified: this unpickles."""
+        if len(data) < _HEADER.size:
+            raise ValueError("not a BM25 segment payload")
+        magic, version = _HEADER.unpack_from(data)
+        if magic != _MAGIC:
+            raise ValueError("not a BM25 segment payload")
+        if version != SEGMENT_FORMAT_VERSION:
+            raise ValueError(f"BM25 segment format {version}, expected {SEGMENT_FORMAT_VERSION}")
+        state = pickle.loads(memoryview(data)[_HEADER.size :])  # noqa: S301 -- HMAC-verified
+        return cls(post_docs=_from_byte_planes(state.pop("post_docs")), **state)
+
+
+def plan_segments(lengths: Sequence[int], max_tokens: int = MAX_SEGMENT_TOKENS) -> list[slice]:
+    """Consecutive slices of documents (of these token counts) holding at most `max_tokens`
+    tokens each (a longer single document gets a slice of its own)."""
+    if max_tokens < 1:
+        raise ValueError("a segment must be allowed at least one token")
+    slices, start, held = [], 0, 0
+    for i, length in enumerate(lengths):
+        if held and held + length > max_tokens:
+            slices.append(slice(start, i))
+            start, held = i, 0
+        held += length
+    if start < len(lengths) or not slices:
+        slices.append(slice(start, len(lengths)))
+    return slices

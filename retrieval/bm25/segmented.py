@@ -1,0 +1,362 @@
+"""A read-only BM25 view over a list of segments plus deletions, exact as rank_bm25 over the live
+documents.
+
+"Live" documents are those of every segment whose id is not in ``deleted``. The view composes,
+once when it is made (not per query), what BM25Okapi computes over its corpus:
+
+- N = live documents, avgdl = their tokens / N, and each segment's length norms
+  ``k1 * (1 - b + b * dl / avgdl)``;
+- the global document frequency of every term = the sum over segments of its live postings
+  (a segment without deletions contributes its postings count per term; one with deletions
+  counts its live postings only), so a deleted document stops counting exactly;
+- the idf of every term with a live posting and the epsilon floor, ``epsilon * mean raw idf``
+  over that live vocabulary (a term whose documents are all deleted is not in it).
+
+The composed vocabulary is one dict (term -> global term id) built from the segments' term
+lists; each segment keeps an array mapping its local term ids to global ones, so a query looks a
+term up once and reads its postings segment by segment.
+
+Query path: per query term occurrence (query order, as rank_bm25 adds them), each segment's
+postings give global document positions (segment base + local position) and float64
+contributions ``idf * tf * (k1 + 1) / (tf + norm)``. The contributions are concatenated and
+summed per document with ``np.bincount`` over a dense array when they cover a good part of the
+index, else by a stable sort and ``np.add.reduceat`` over the touched documents only (both keep
+each document's terms in query order). Deleted documents are dropped there, so their postings
+cost time until a merge removes them. Top k: a partition over the touched documents, then an
+exact sort by (-score, doc id).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+
+import numpy as np
+
+from retrieval.bm25.index import BM25Params, _run_starts
+from retrieval.bm25.segment import Segment
+
+_DENSE_FRACTION = 8  # sum densely when the postings read reach 1/8 of the documents
+# Term contributions kept per view (bytes), and the shortest postings worth keeping: a query
+# of common terms then reads its float64 weights instead of recomputing them (bm25s keeps every
+# term's weights precomputed, as float32; exactness forbids float32 and memory all of them).
+WEIGHT_CACHE_BYTES = 64 * 1024 * 1024
+_CACHE_MIN_POSTINGS = 2048
+_Part = tuple[np.ndarray, np.ndarray]  # a term's global positions (ascending), contributions
+
+
+class SegmentedIndex:
+    """Immutable composed view; the public API of ``BM25Index`` plus the vocabulary."""
+
+    def __init__(
+        self,
+        segments: Sequence[Segment],
+        deleted: np.ndarray | Sequence[int] = (),
+        params: BM25Params | None = None,
+        weight_cache_bytes: int = WEIGHT_CACHE_BYTES,
+    ) -> None:
+        self.params = params = params or BM25Params()
+        self.segments = tuple(segments)
+        self.deleted = np.unique(np.asarray(deleted, dtype=np.int64))
+        sizes = [len(s) for s in self.segments]
+        self._bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self._all_ids = (
+            np.concatenate([s.doc_ids for s in self.segments])
+            if self.segments
+            else np.empty(0, np.int64)
+        )
+        lives = [self._live_of(s) for s in self.segments]
+        self._dead: np.ndarray | None = None
+        if any(live is not None for live in lives):
+            self._dead = np.concatenate(
+                [
+                    np.zeros(len(s), bool) if live is None else ~live
+                    for s, live in zip(self.segments, lives, strict=True)
+                ]
+            )
+        lengths = (
+            np.concatenate([s.lengths for s in self.segments])
+            if self.segments
+            else np.empty(0, np.int64)
+        )
+        live_lengths = lengths if self._dead is None else lengths[~self._dead]
+        self._n = int(live_lengths.size)
+        total = int(live_lengths.sum())
+        # Norms of every stored document, deleted ones too (they are never scored), with the
+        # live average length; no tokens means no postings, so the norm is never read.
+        avgdl = total / self._n if total else 1.0
+        self._norm = params.k1 * (1 - params.b + params.b * lengths / avgdl)
+        self._vocab: dict[str, int] = {}
+        self._local_to_global: list[np.ndarray] = []
+        df_parts = []
+        for segment, live in zip(self.segments, lives, strict=True):
+            self._local_to_global.append(
+                np.fromiter(
+                    (self._vocab.setdefault(t, len(self._vocab)) for t in segment.terms),
+                    dtype=np.int64,
+                    count=len(segment.terms),
+                )
+            )
+            df_parts.append(segment.document_frequencies(live))
+        self._df = np.zeros(len(self._vocab), dtype=np.int64)
+        for ids, df in zip(self._local_to_global, df_parts, strict=True):
+            np.add.at(self._df, ids, df)  # once per view; ids are unique within a segment
+        self._idf = _floored_idf_live(self._df, self._n, params.epsilon)
+        self._weights = _WeightCache(weight_cache_bytes)
+
+    def _live_of(self, segment: Segment) -> np.ndarray | None:
+        if not self.deleted.size or not len(segment):
+            return None
+        live = ~np.isin(segment.doc_ids, self.deleted)
+        return None if live.all() else live
+
+    # ------------------------------------------------------------------ statistics
+
+    def __len__(self) -> int:
+        """Live documents."""
+        return self._n
+
+    @cached_property
+    def doc_ids(self) -> np.ndarray:
+        """Live document ids, in the order ``get_scores`` reports them (segment order)."""
+        return self._all_ids if self._dead is None else self._all_ids[~self._dead]
+
+    def terms(self) -> Iterator[str]:
+        """The live vocabulary: every term some live document holds."""
+        return (t for t, term_id in self._vocab.items() if self._df[term_id] > 0)
+
+    def document_frequency(self, term: str) -> int:
+        """How many live documents hold the term (0 for an unknown one)."""
+        term_id = self._vocab.get(term)
+        return 0 if term_id is None else int(self._df[term_id])
+
+    def idf(self, term: str) -> float | None:
+        """The idf used in scoring (epsilon floor applied), or None for a term no live
+        document holds."""
+        term_id = self._vocab.get(term)
+        if term_id is None or self._df[term_id] == 0:
+            return None
+        return float(self._idf[term_id])
+
+    @cached_property
+    def nbytes(self) -> int:
+        """Footprint of the view itself (the segments count on their own, see ``total_nbytes``)."""
+        arrays = [self._all_ids, self._norm, self._df, self._idf, self.deleted]
+        arrays += self._local_to_global
+        if self._dead is not None:
+            arrays.append(self._dead)
+        vocab = sys.getsizeof(self._vocab) + 28 * len(self._vocab)
+        return sum(a.nbytes for a in arrays) + vocab
+
+    @property
+    def total_nbytes(self) -> int:
+        return self.nbytes + sum(s.nbytes for s in self.segments)
+
+    # ------------------------------------------------------------------ scoring
+
+    def get_scores(self, query: Sequence[str]) -> np.ndarray:
+        """BM25 score of every live document, in ``doc_ids`` order (float64)."""
+        parts = self._occurrences(query)
+        scores = np.zeros(self._all_ids.size)
+        if parts:
+            docs = np.concatenate([d for d, _ in parts])
+            weights = np.concatenate([w for _, w in parts])
+            scores = np.bincount(docs, weights, minlength=self._all_ids.size)
+        return scores if self._dead is None else scores[~self._dead]
+
+    def search(
+        self, query: Sequence[str], top_k: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """Up to `top_k` (doc_id, score) with a non-zero score, best first, ties by doc_id;
+        `allowed` (doc ids) restricts the candidates without changing scores. Same contract
+        as ``BM25Index.search``."""
+        if top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {top_k}")
+        if top_k == 0:
+            return []
+        parts = self._occurrences(query)
+        if not parts:
+            return []
+        if len(parts) == 1:  # one known token: its postings are the scores, no summing
+            touched, hits = parts[0]
+        else:
+            found = self._without_dominant_term(parts, top_k, allowed)
+            touched, hits = found if found is not None else self._summed(parts, top_k, allowed)
+        keep = hits != 0
+        if self._dead is not None:
+            keep &= ~self._dead[touched]
+        ids = self._all_ids[touched]
+        if allowed is not None:
+            keep &= np.isin(ids, allowed)
+        ids, hits = ids[keep], hits[keep]
+        if ids.size > top_k:
+            # Keep every document tied with the k-th best so the doc_id tie-break stays exact.
+            kth = np.partition(hits, ids.size - top_k)[ids.size - top_k]
+            best = hits >= kth
+            ids, hits = ids[best], hits[best]
+        order = np.lexsort((ids, -hits))[:top_k]
+        return list(zip(ids[order].tolist(), hits[order].tolist(), strict=True))
+
+    def _summed(
+        self, parts: list[_Part], top_k: int, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, scores) of the touched documents that may be in the top k."""
+        docs = np.concatenate([d for d, _ in parts])
+        weights = np.concatenate([w for _, w in parts])
+        if docs.size * _DENSE_FRACTION >= self._all_ids.size:
+            scores = np.bincount(docs, weights, minlength=self._all_ids.size)
+            rarest = min((d for d, _ in parts), key=len)
+            touched = self._dense_candidates(scores, rarest, top_k, allowed)
+            return touched, scores[touched]
+        order = np.argsort(docs, kind="stable")
+        docs = docs[order]
+        starts = _run_starts(docs)
+        return docs[starts], np.add.reduceat(weights[order], starts)
+
+    def _without_dominant_term(
+        self, parts: list[_Part], top_k: int, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Exact top-k candidates read mostly from the other terms when one term has most of
+        the postings (MaxScore, with one non-essential term): the documents of the other terms
+        are scored in full (the dominant term's contribution looked up in its sorted postings),
+        and if the k-th best of them beats the most the dominant term alone can give, no
+        document holding only that term can enter the top k. None when that does not hold."""
+        dominant = max(parts, key=lambda part: part[0].size)
+        rest = [part for part in parts if part is not dominant]
+        if not rest or 2 * sum(d.size for d, _ in rest) > dominant[0].size:
+            return None
+        touched, hits = self._summed(rest, 0, None) if len(rest) > 1 else rest[0]
+        docs, weights = dominant
+        at = np.minimum(np.searchsorted(docs, touched), docs.size - 1)
+        extra = np.where(docs[at] == touched, weights[at], 0.0)
+        for _ in range(len(parts) - len(rest)):  # once per occurrence of the dominant term
+            hits = hits + extra
+        eligible = hits > 0
+        if self._dead is not None:
+            eligible &= ~self._dead[touched]
+        if allowed is not None:
+            eligible &= np.isin(self._all_ids[touched], allowed)
+        sample = hits[eligible]
+        if sample.size < top_k:
+            return None
+        kth = np.partition(sample, sample.size - top_k)[sample.size - top_k]
+        if not (len(parts) - len(rest)) * max(float(weights.max()), 0.0) < kth:
+            return None
+        return touched, hits
+
+    def _dense_candidates(
+        self, scores: np.ndarray, rarest: np.ndarray, top_k: int, allowed: np.ndarray | None
+    ) -> np.ndarray:
+        """Positions that may be in the top k: those scoring at least the k-th best score among
+        the rarest query term's eligible documents (a lower bound of the k-th best overall), so
+        the partition below runs over a few candidates instead of every matching document.
+        Every non-zero score when that bound is not positive or has too few documents."""
+        sample = scores[rarest]
+        eligible = sample > 0
+        if self._dead is not None:
+            eligible &= ~self._dead[rarest]
+        if allowed is not None:
+            eligible &= np.isin(self._all_ids[rarest], allowed)
+        sample = sample[eligible]
+        if top_k and sample.size >= top_k:
+            bound = np.partition(sample, sample.size - top_k)[sample.size - top_k]
+            return np.flatnonzero(scores >= bound)
+        return np.flatnonzero(scores)
+
+    def _occurrences(self, query: Sequence[str]) -> list[_Part]:
+        """(global document positions, float64 contributions) of every known query token
+        occurrence, in query order (a repeated token's parts are the same object)."""
+        if isinstance(query, str):
+            raise TypeError("query must be a sequence of tokens, not a string")
+        cache: dict[str, _Part | None] = {}
+        parts = []
+        for term in query:
+            if term not in cache:
+                cache[term] = self._term_contributions(term)
+            found = cache[term]
+            if found is not None:
+                parts.append(found)
+        return parts
+
+    def _term_contributions(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        term_id = self._vocab.get(term)
+        if term_id is None or self._df[term_id] == 0:
+            return None
+        cached = self._weights.get(term_id)
+        if cached is not None:
+            return cached
+        computed = self._compute_contributions(term, term_id)
+        if computed[0].size >= _CACHE_MIN_POSTINGS:
+            self._weights.put(term_id, computed)
+        return computed
+
+    def _compute_contributions(self, term: str, term_id: int) -> tuple[np.ndarray, np.ndarray]:
+        idf = self._idf[term_id]
+        k1_plus_1 = self.params.k1 + 1
+        doc_parts, weight_parts = [], []
+        for base, segment in zip(self._bases.tolist(), self.segments, strict=False):
+            found = segment.postings_of(term)
+            if found is None:
+                continue
+            local, tf = found
+            docs = local + base  # int64 global positions
+            weights = tf.astype(np.float64)
+            # idf * (tf * (k1 + 1) / (tf + norm)), as rank_bm25 evaluates it, in place.
+            denominator = self._norm[docs]
+            denominator += weights
+            weights *= k1_plus_1
+            weights /= denominator
+            weights *= idf
+            doc_parts.append(docs)
+            weight_parts.append(weights)
+        if len(doc_parts) == 1:
+            return doc_parts[0], weight_parts[0]
+        return np.concatenate(doc_parts), np.concatenate(weight_parts)
+
+
+class _WeightCache:
+    """A thread-safe LRU of term id -> (positions, contributions), bounded in bytes. The arrays
+    are never written after they are computed, so readers share them."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._entries: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, term_id: int) -> tuple[np.ndarray, np.ndarray] | None:
+        with self._lock:
+            found = self._entries.get(term_id)
+            if found is not None:
+                self._entries.move_to_end(term_id)
+            return found
+
+    def put(self, term_id: int, value: tuple[np.ndarray, np.ndarray]) -> None:
+        size = value[0].nbytes + value[1].nbytes
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if term_id in self._entries:
+                return
+            self._entries[term_id] = value
+            self.nbytes += size
+            while self.nbytes > self.max_bytes:
+                _, (docs, weights) = self._entries.popitem(last=False)
+                self.nbytes -= docs.nbytes + weights.nbytes
+
+
+def _floored_idf_live(df: np.ndarray, n: int, epsilon: float) -> np.ndarray:
+    """rank_bm25's idf over the terms with a live posting (df > 0): raw idf, negatives replaced
+    by epsilon * their mean raw idf. Entries of terms without a live posting are never read."""
+    idf = np.zeros(df.size, dtype=np.float64)
+    present = df > 0
+    if not present.any():
+        return idf
+    live_df = df[present]
+    raw = np.log(n - live_df + 0.5) - np.log(live_df + 0.5)
+    raw[raw < 0] = epsilon * raw.mean()
+    idf[present] = raw
+    return idf

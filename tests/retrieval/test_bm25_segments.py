@@ -1,0 +1,241 @@
+"""Segments and the composed view: exact rank_bm25 scores over the live documents, whatever the
+segment list and deletions (pure: no database)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import rank_bm25
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from bench.synthetic import sample_queries, zipf_corpus
+from retrieval.bm25 import BM25Index, Segment, SegmentedIndex, plan_segments
+
+TOKENS = ["sensor", "the", "pump", "a", "传感器", "温度", "th01", "v2.3.1"]
+QUERIES = [["sensor"], ["the", "pump"], ["传感器", "温度", "sensor"], ["a", "a", "th01"], ["zz"]]
+
+
+def _norm(dl: float, avgdl: float, k1: float = 1.5, b: float = 0.75) -> float:
+    return k1 * (1 - b + b * dl / avgdl)
+
+
+def reference_scores(corpus: list[list[str]], query: list[str]) -> np.ndarray:
+    if not any(corpus):  # rank_bm25 divides by zero without tokens: nothing can match
+        return np.zeros(len(corpus))
+    return rank_bm25.BM25Okapi(corpus).get_scores(query)
+
+
+def test_a_deletion_in_one_segment_changes_every_statistic_exactly_by_hand():
+    first = Segment.build([1, 2], [["sensor", "temperature", "sensor"], ["sensor", "pressure"]])
+    second = Segment.build([3, 4], [["valve"], ["sensor", "valve", "valve"]])
+    view = SegmentedIndex([first, second], deleted=[4])
+
+    # Live: documents 1, 2, 3, as if document 4 had never been indexed.
+    avgdl = 6 / 3
+    sensor_raw = math.log(3 - 2 + 0.5) - math.log(2 + 0.5)  # negative: floored
+    rare = math.log(3 - 1 + 0.5) - math.log(1 + 0.5)  # temperature, pressure, valve
+    floor = 0.25 * (sensor_raw + 3 * rare) / 4
+    expected = [
+        floor * (2 * 2.5 / (2 + _norm(3, avgdl))) + rare * (1 * 2.5 / (1 + _norm(3, avgdl))),
+        floor * (1 * 2.5 / (1 + _norm(2, avgdl))),
+        0.0,
+    ]
+    np.testing.assert_allclose(
+        view.get_scores(["sensor", "temperature"]), expected, rtol=0, atol=1e-12
+    )
+    assert view.doc_ids.tolist() == [1, 2, 3] and len(view) == 3
+    assert view.document_frequency("sensor") == 2 and view.document_frequency("valve") == 1
+    assert view.idf("sensor") == pytest.approx(floor, abs=1e-12)
+    assert view.idf("valve") == pytest.approx(rare, abs=1e-12)
+    assert sorted(view.terms()) == ["pressure", "sensor", "temperature", "valve"]
+    assert [d for d, _ in view.search(["valve"], 5)] == [3]  # 4 has more "valve" but is gone
+
+
+def test_a_term_whose_documents_are_all_deleted_leaves_the_vocabulary_and_the_floor():
+    segment = Segment.build([1, 2, 3], [["a", "gone"], ["a", "b"], ["c"]])
+    view = SegmentedIndex([segment], deleted=[1])
+    assert view.idf("gone") is None and view.document_frequency("gone") == 0
+    assert "gone" not in set(view.terms())
+    assert view.search(["gone"], 5) == []
+    expected = rank_bm25.BM25Okapi([["a", "b"], ["c"]])
+    for query in (["a"], ["b", "c"], ["a", "gone"]):
+        np.testing.assert_allclose(
+            view.get_scores(query), expected.get_scores(query), rtol=0, atol=1e-12
+        )
+
+
+def test_empty_segments_and_everything_deleted_score_nothing():
+    assert SegmentedIndex([]).search(["a"], 5) == []
+    assert len(SegmentedIndex([Segment.build([], [])])) == 0
+    segment = Segment.build([5, 6], [["a"], ["a", "b"]])
+    view = SegmentedIndex([Segment.build([], []), segment, Segment.build([], [])], deleted=[5, 6])
+    assert len(view) == 0 and view.get_scores(["a"]).shape == (0,)
+    assert view.search(["a", "b"], 5) == [] and list(view.terms()) == []
+    no_tokens = SegmentedIndex([Segment.build([1, 2], [[], []])])
+    assert no_tokens.search(["a"], 5) == [] and len(no_tokens) == 2
+
+
+def test_a_negative_average_idf_ranks_as_in_one_index():
+    view = SegmentedIndex([Segment.build([1], [["a"]]), Segment.build([2], [["a", "b"]])])
+    single = BM25Index.build([1, 2], [["a"], ["a", "b"]])
+    ours, theirs = view.search(["a"], 5), single.search(["a"], 5)
+    assert [d for d, _ in ours] == [d for d, _ in theirs] == [2, 1]
+    assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-12)
+    assert all(s < 0 for _, s in ours)
+    assert view.search(["b"], 5) == []  # idf exactly 0
+
+
+def test_segments_of_a_larger_corpus_match_one_index_and_survive_a_round_trip():
+    corpus = zipf_corpus(3_000, vocab=4_000, mean_len=40, seed=5)
+    ids = np.arange(10, 3_010)
+    parts = [slice(0, 1_800), slice(1_800, 2_900), slice(2_900, 3_000)]
+    segments = [Segment.from_bytes(Segment.build(ids[p], corpus[p]).to_bytes()) for p in parts]
+    deleted = ids[::7]
+    view = SegmentedIndex(segments, deleted=deleted)
+    live = [doc for i, doc in zip(ids.tolist(), corpus, strict=True) if i % 7 != 3]
+    live_ids = [i for i in ids.tolist() if i % 7 != 3]
+    single = BM25Index.build(live_ids, live)
+    reference = rank_bm25.BM25Okapi(live)
+    for query in sample_queries(corpus, 40, seed=5):
+        np.testing.assert_allclose(
+            view.get_scores(query), reference.get_scores(query), rtol=0, atol=1e-6
+        )
+        ours, theirs = view.search(query, 30), single.search(query, 30)
+        assert [d for d, _ in ours] == [d for d, _ in theirs]
+        assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
+    merged = SegmentedIndex([Segment.merge(segments, deleted)])
+    assert len(merged.segments[0]) == len(live)
+    query = sample_queries(corpus, 1, seed=9)[0]
+    np.testing.assert_allclose(
+        merged.get_scores(query), reference.get_scores(query), rtol=0, atol=1e-6
+    )
+
+
+def test_allowed_ids_restrict_candidates_without_changing_scores():
+    view = SegmentedIndex(
+        [Segment.build([10, 20], [["pump", "valve"], ["pump"]]), Segment.build([30], [["seal"]])]
+    )
+    everything = dict(view.search(["pump"], 10))
+    assert view.search(["pump"], 10, allowed=np.array([20, 30])) == [(20, everything[20])]
+
+
+def test_a_common_term_can_outscore_the_rare_terms_documents_and_is_not_pruned():
+    # "x": in 40 short documents, many times each; "y": in 3 long documents, once. The best
+    # documents for ["x", "y"] hold only "x", so scoring the "y" documents alone is not enough.
+    corpus = [["x"] * 20 + [f"u{i}"] for i in range(40)]
+    corpus += [["y"] + [f"v{i}"] * 200 for i in range(3)]
+    corpus += [[f"w{i}"] for i in range(57)]
+    ids = list(range(100))
+    view = SegmentedIndex(
+        [Segment.build(ids[:50], corpus[:50]), Segment.build(ids[50:], corpus[50:])]
+    )
+    single = BM25Index.build(ids, corpus)
+    for query, k in ((["x", "y"], 2), (["y", "x", "x"], 5), (["x", "y"], 50)):
+        ours, theirs = view.search(query, k), single.search(query, k)
+        assert [d for d, _ in ours] == [d for d, _ in theirs]
+        assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
+    assert view.search(["x", "y"], 2)[0][0] < 40  # an "x"-only document leads
+
+
+def test_full_size_segments_hold_at_most_their_token_budget():
+    assert plan_segments([3, 3, 3, 3], max_tokens=6) == [slice(0, 2), slice(2, 4)]
+    assert plan_segments([2, 9, 1], max_tokens=4) == [slice(0, 1), slice(1, 2), slice(2, 3)]
+    assert plan_segments([], max_tokens=4) == [slice(0, 0)]
+    with pytest.raises(ValueError):
+        plan_segments([1], max_tokens=0)
+
+
+def test_cached_term_weights_give_the_same_answers_and_stay_within_their_budget():
+    corpus = zipf_corpus(4_000, vocab=500, mean_len=30, seed=2)
+    segments = [
+        Segment.build(range(i, i + 1_000), corpus[i : i + 1_000]) for i in range(0, 4_000, 1_000)
+    ]
+    budget = 100_000
+    view = SegmentedIndex(segments, weight_cache_bytes=budget)
+    queries = [*sample_queries(corpus, 30, seed=2), ["t0"], ["t0", "t1", "t0"]]
+    first = [view.search(q, 20) for q in queries]
+    assert [view.search(q, 20) for q in queries] == first  # now partly from the cache
+    assert 0 < view._weights.nbytes <= budget
+    reference = rank_bm25.BM25Okapi(corpus)
+    for query, hits in zip(queries, first, strict=True):
+        expected = reference.get_scores(query)
+        top = sorted(range(4_000), key=lambda i: (-expected[i], i))[:20]
+        assert [d for d, _ in hits] == top
+
+
+def test_segment_payload_refuses_other_formats():
+    payload = Segment.build([1], [["a"]]).to_bytes()
+    with pytest.raises(ValueError, match="format"):
+        Segment.from_bytes(payload[:8] + b"\x09\x00" + payload[10:])
+    with pytest.raises(ValueError):
+        Segment.from_bytes(BM25Index.build([1], [["a"]]).to_bytes())
+
+
+# --------------------------------------------------------------------------- stateful
+
+documents = st.lists(st.sampled_from(TOKENS), max_size=12)
+
+
+class SegmentedIndexMachine(RuleBasedStateMachine):
+    """Adds segments, deletes documents and merges segments in any order; after every step
+    every score of the composed view equals rank_bm25's over the live documents."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.segments: list[Segment] = []
+        self.corpus: dict[int, list[str]] = {}  # every document ever added, by id
+        self.deleted: set[int] = set()
+        self.next_id = 1
+
+    @rule(docs=st.lists(documents, max_size=6))
+    def add_segment(self, docs):
+        ids = list(range(self.next_id, self.next_id + len(docs)))
+        self.next_id += len(docs)
+        self.segments.append(Segment.build(ids, docs))
+        self.corpus.update(zip(ids, docs, strict=True))
+
+    @precondition(lambda self: self.corpus)
+    @rule(data=st.data())
+    def delete(self, data):
+        ids = sorted(self.corpus)
+        self.deleted |= set(data.draw(st.lists(st.sampled_from(ids), max_size=3)))
+
+    @precondition(lambda self: len(self.segments) >= 2)
+    @rule(data=st.data())
+    def merge(self, data):
+        n = len(self.segments)
+        start = data.draw(st.integers(0, n - 2))
+        end = data.draw(st.integers(start + 2, n))
+        merged = Segment.merge(self.segments[start:end], np.array(sorted(self.deleted)))
+        self.segments[start:end] = [merged]
+
+    @invariant()
+    def scores_are_rank_bm25_over_the_live_documents(self):
+        view = SegmentedIndex(self.segments, deleted=sorted(self.deleted))
+        live_ids = view.doc_ids.tolist()
+        assert sorted(live_ids) == sorted(set(self.corpus) - self.deleted)
+        live = [self.corpus[i] for i in live_ids]
+        for query in QUERIES:
+            scores = view.get_scores(query)
+            np.testing.assert_allclose(scores, reference_scores(live, query), rtol=0, atol=1e-6)
+            ranked = sorted(
+                ((d, s) for d, s in zip(live_ids, scores.tolist(), strict=True) if s != 0),
+                key=lambda hit: (-hit[1], hit[0]),
+            )
+            found = view.search(query, 5)
+            assert [d for d, _ in found] == [d for d, _ in ranked[:5]]
+        if live and any(live):
+            reference = rank_bm25.BM25Okapi(live)
+            assert set(view.terms()) == set(reference.idf)  # the floored idfs
+            for term in view.terms():
+                assert view.idf(term) == pytest.approx(reference.idf[term], abs=1e-9)
+
+
+SegmentedIndexMachine.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=12, deadline=None
+)
+test_segmented_index_stays_exact = SegmentedIndexMachine.TestCase
