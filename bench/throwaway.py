@@ -2,8 +2,9 @@
 
 Removal deletes chunks with one raw DELETE (the ORM would load every chunk to cascade), stored
 files, this process's cached BM25 indexes and vector matrices (and their L2/L3 entries), then
-the tenants; outside a transaction it VACUUMs the chunk table, since the dead rows of a large
-run would slow the next run's scans.
+the tenants; outside a transaction it VACUUMs the chunk table (after a large run rebuilding its
+HNSW indexes first), since the dead rows of a large run would slow the next run's writes and
+scans.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import ProgrammingError, connection
 from django.utils.text import slugify
 
 from knowledge.models import Document, KnowledgeBase
+from retrieval.vector.upkeep import tidy_chunk_table
 from tenancy.models import Tenant
 
 
@@ -57,8 +60,15 @@ def remove(tenants: list[Tenant]) -> None:
         document.file.storage.delete(document.file.name)
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM knowledge_chunk WHERE tenant_id = ANY(%s)", [ids])
+        deleted = cursor.rowcount
     for tenant in tenants:
         tenant.delete()
     if not connection.in_atomic_block:
-        with connection.cursor() as cursor:
-            cursor.execute("VACUUM knowledge_chunk")
+        # Leave the data directory as it was: after a large run the HNSW indexes are rebuilt
+        # and the table vacuumed (retrieval.vector.upkeep), else the next run's COPY walks
+        # past the dead entries; a small run only needs the VACUUM.
+        if deleted >= settings.RAG_VACUUM_MIN_DEAD_ROWS:
+            tidy_chunk_table(force=True)
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute("VACUUM knowledge_chunk")

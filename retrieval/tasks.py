@@ -4,6 +4,7 @@ from celery import shared_task
 from django.db import OperationalError
 
 from retrieval import changes
+from retrieval.vector import upkeep
 
 
 @shared_task(
@@ -25,3 +26,9 @@ def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:
 def reap_index_upkeep() -> dict[str, list[int]]:
     """The reaper of lost index work (beat, every 5 minutes)."""
     return changes.reap_index_upkeep()
+
+
+@shared_task(name="retrieval.tidy_chunk_table")
+def tidy_chunk_table() -> dict:
+    """HNSW rebuild and VACUUM of the chunk table after large deletes (beat)."""
+    return upkeep.tidy_chunk_table().to_dict()

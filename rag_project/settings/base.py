@@ -150,6 +150,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "retrieval.reap_index_upkeep",
         "schedule": 300,
     },
+    # HNSW rebuild and VACUUM of the chunk table after large deletes.
+    "tidy-chunk-table": {
+        "task": "retrieval.tidy_chunk_table",
+        "schedule": env.int("RAG_TABLE_UPKEEP_INTERVAL_S", default=600),
+    },
 }
 
 # --------------------------------------------------------------------------- embeddings
@@ -292,6 +297,11 @@ RAG_MAX_QUERY_CHARS = env.int("RAG_MAX_QUERY_CHARS", default=4000)
 # holds at least this many chunks (pseudo-queries from a handful of chunks say little).
 RAG_CALIBRATION_DELAY_S = env.int("RAG_CALIBRATION_DELAY_S", default=60)
 RAG_CALIBRATION_MIN_CHUNKS = env.int("RAG_CALIBRATION_MIN_CHUNKS", default=20)
+# After large deletes the chunk table's HNSW indexes are rebuilt and the table vacuumed once
+# this share of its rows, and at least this many, are dead (retrieval/vector/upkeep.py);
+# beat looks every RAG_TABLE_UPKEEP_INTERVAL_S (CELERY_BEAT_SCHEDULE above).
+RAG_VACUUM_DEAD_RATIO = env.float("RAG_VACUUM_DEAD_RATIO", default=0.1)
+RAG_VACUUM_MIN_DEAD_ROWS = env.int("RAG_VACUUM_MIN_DEAD_ROWS", default=10_000)
 
 # --- API
 INSTALLED_APPS += ["drf_spectacular"]
