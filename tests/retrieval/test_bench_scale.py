@@ -8,11 +8,13 @@ import json
 import numpy as np
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from bench import corpus
 from bench.search import recall_at
 from knowledge.embeddings.hashing import HashEmbedder
 from knowledge.models import Chunk, KnowledgeBase
+from retrieval.vector import hnsw
 from tenancy.models import Tenant
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -28,9 +30,21 @@ def counts() -> tuple[int, int, int]:
     return Tenant.objects.count(), KnowledgeBase.objects.count(), Chunk.objects.count()
 
 
+def hnsw_indexes() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'chunk_embedding_hnsw_%'"
+        )
+        return {name for (name,) in cursor.fetchall()}
+
+
 def test_bench_search_measures_three_modes_recall_and_the_peers():
-    before = counts()
+    with connection.cursor() as cursor:  # a data directory where no 384-d index exists yet
+        cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw_384")
+    hnsw._indexed_dimensions.discard(384)
+    before, indexes = counts(), hnsw_indexes()
     result = bench("search", "--chunks", "500", "--queries", "10", "--recall-queries", "5")
+    assert result["hnsw_build_s"] is not None  # it made the index it measured...
 
     assert result["chunks"] == 500 and result["other_chunks"] == 1000
     for key in ("hybrid", "keyword", "vector"):
@@ -44,6 +58,7 @@ def test_bench_search_measures_three_modes_recall_and_the_peers():
     assert result["embedding_check_max_diff"] < 1e-6  # bulk vectors = HashEmbedder's
     assert result["bm25_tier_first_get"] == "build" and result["bm25_index_bytes"] > 0
     assert counts() == before  # the throwaway tenants are gone with their chunks
+    assert hnsw_indexes() == indexes  # ...and dropped it: the next run fills without it
 
 
 def test_synthetic_chunks_hold_what_ingestion_would_store():
