@@ -245,14 +245,8 @@ class BM25Index:
     @classmethod
     def from_bytes(cls, data: bytes) -> BM25Index:
         """Load a `to_bytes` payload. Only pass bytes whose HMAC was verified: this unpickles."""
-        if len(data) < _HEADER.size:
-            raise ValueError("not a BM25 index payload")
-        magic, version = _HEADER.unpack_from(data)
-        if magic != _MAGIC:
-            raise ValueError("not a BM25 index payload")
-        if version != FORMAT_VERSION:
-            raise ValueError(f"BM25 index format {version}, expected {FORMAT_VERSION}")
-        state = pickle.loads(memoryview(data)[_HEADER.size :])  # noqa: S301 -- HMAC-verified
+        body = payload_body(data, _MAGIC, FORMAT_VERSION, "BM25 index")
+        state = pickle.loads(body)  # noqa: S301 -- HMAC-verified
         terms = state.pop("terms")
         return cls(
             params=BM25Params(*state.pop("params")),
@@ -303,6 +297,17 @@ def narrow_tf(tf: np.ndarray) -> np.ndarray:
     """Term frequencies in the smallest unsigned type that holds them."""
     max_tf = int(tf.max()) if tf.size else 0
     return tf.astype(next(t for t in _TF_DTYPES if max_tf <= np.iinfo(t).max))
+
+
+def payload_body(data: bytes, magic: bytes, version: int, what: str) -> memoryview:
+    """The pickled part of a `to_bytes` payload after its header (magic, format version), or a
+    ValueError naming what was expected."""
+    if len(data) < _HEADER.size or _HEADER.unpack_from(data)[0] != magic:
+        raise ValueError(f"not a {what} payload")
+    found = _HEADER.unpack_from(data)[1]
+    if found != version:
+        raise ValueError(f"{what} format {found}, expected {version}")
+    return memoryview(data)[_HEADER.size :]
 
 
 def _run_starts(sorted_values: np.ndarray) -> np.ndarray:

@@ -24,7 +24,13 @@ from functools import cached_property
 
 import numpy as np
 
-from retrieval.bm25.index import _from_byte_planes, _to_byte_planes, invert, narrow_tf
+from retrieval.bm25.index import (
+    _from_byte_planes,
+    _to_byte_planes,
+    invert,
+    narrow_tf,
+    payload_body,
+)
 
 SEGMENT_FORMAT_VERSION = 1
 # A full-size segment holds at most this many tokens (so at most as many postings): its
@@ -175,14 +181,8 @@ class Segment:
     @classmethod
     def from_bytes(cls, data: bytes) -> Segment:
         """Load a `to_bytes` payload. Only pass bytes whose HMAC was verified: this unpickles."""
-        if len(data) < _HEADER.size:
-            raise ValueError("not a BM25 segment payload")
-        magic, version = _HEADER.unpack_from(data)
-        if magic != _MAGIC:
-            raise ValueError("not a BM25 segment payload")
-        if version != SEGMENT_FORMAT_VERSION:
-            raise ValueError(f"BM25 segment format {version}, expected {SEGMENT_FORMAT_VERSION}")
-        state = pickle.loads(memoryview(data)[_HEADER.size :])  # noqa: S301 -- HMAC-verified
+        body = payload_body(data, _MAGIC, SEGMENT_FORMAT_VERSION, "BM25 segment")
+        state = pickle.loads(body)  # noqa: S301 -- HMAC-verified
         return cls(post_docs=_from_byte_planes(state.pop("post_docs")), **state)
 
 

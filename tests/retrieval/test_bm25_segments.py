@@ -171,8 +171,12 @@ def test_segment_payload_refuses_other_formats():
     payload = Segment.build([1], [["a"]]).to_bytes()
     with pytest.raises(ValueError, match="format"):
         Segment.from_bytes(payload[:8] + b"\x09\x00" + payload[10:])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a BM25 segment payload"):
         Segment.from_bytes(BM25Index.build([1], [["a"]]).to_bytes())
+    with pytest.raises(ValueError, match="not a BM25 segment payload"):
+        Segment.from_bytes(b"BM25")  # shorter than a header
+    with pytest.raises(ValueError, match="not a BM25 index payload"):
+        BM25Index.from_bytes(payload)
 
 
 # --------------------------------------------------------------------------- stateful
