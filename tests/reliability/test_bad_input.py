@@ -405,10 +405,12 @@ def test_api_keys_and_passwords_never_reach_a_log(every_log, tenant, make_key, m
     )
     assert created.status_code == 201
     new_key = created.json()["key"]
-    new_secret = new_key.rsplit("_", 1)[-1]
+    # rag_<8 hex>_<secret>: the secret (token_urlsafe) may hold "_" itself, so split twice
+    # from the left; taking what follows the last "_" once checked a one-letter "secret".
+    new_secret = new_key.split("_", 2)[2]
     # Use of a key, of a wrong key with a right prefix, and of garbage.
     raw = make_key(tenant)
-    secret = raw.rsplit("_", 1)[-1]
+    secret = raw.split("_", 2)[2]
     assert bearer(raw).get(f"{API}/me").status_code == 200
     assert (
         bearer(new_key)
