@@ -65,8 +65,8 @@ def remove(tenants: list[Tenant]) -> None:
         tenant.delete()
     if not connection.in_atomic_block:
         # Leave the data directory as it was: after a large run the HNSW indexes are rebuilt
-        # and the table vacuumed (retrieval.vector.upkeep), else the next run's COPY walks
-        # past the dead entries; a small run only needs the VACUUM.
+        # and the table vacuumed (retrieval.vector.upkeep), so no dead row or dead graph entry
+        # is left for the next run; a small run only needs the VACUUM.
         if deleted >= settings.RAG_VACUUM_MIN_DEAD_ROWS:
             tidy_chunk_table(force=True)
         else:
