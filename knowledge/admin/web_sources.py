@@ -64,24 +64,12 @@ class WebSourceAdmin(TenantScopedAdmin):
     ]
 
     def get_fieldsets(self, request: HttpRequest, obj=None):
+        what = ["name", "start_url", "sitemap_url"]
+        # Everything else the service lets a person edit: one list (EDITABLE_FIELDS) for both.
+        limits = [name for name in EDITABLE_FIELDS if name not in what]
         fieldsets = [
-            (None, {"fields": ["knowledge_base", "name", "start_url", "sitemap_url"]}),
-            (
-                "Scope and limits",
-                {
-                    "fields": [
-                        "include_prefixes",
-                        "exclude_prefixes",
-                        "follow_links",
-                        "max_pages",
-                        "max_depth",
-                        "max_page_bytes",
-                        "max_total_bytes",
-                        "time_budget_s",
-                        "sync_interval_s",
-                    ]
-                },
-            ),
+            (None, {"fields": ["knowledge_base", *what]}),
+            ("Scope and limits", {"fields": limits}),
         ]
         if obj is not None:
             fieldsets.append(("Sync", {"fields": self.readonly_fields}))
