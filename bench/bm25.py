@@ -20,12 +20,14 @@ from django.core.management.base import CommandError
 from bench.bm25_index import run_bm25_benchmark
 from bench.synthetic import zipf_corpus
 from bench.throwaway import throwaway_tenants
+from knowledge.analysis import ANALYZER_VERSION
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import KnowledgeBase
 from knowledge.services.knowledge_bases import create_knowledge_base
-from retrieval.bm25 import BM25Index
+from retrieval.bm25.segment import Segment, plan_segments
 from retrieval.bm25store import BM25Store, Tier, identity_of
-from retrieval.bm25store.payload import seal
+from retrieval.bm25store.build import Built, new_key
+from retrieval.bm25store.manifest import Manifest, analysis_basis
 
 TIER_REPEATS = 5
 
@@ -52,19 +54,30 @@ def bench_bm25(options: dict[str, Any]) -> dict[str, Any]:
             bm25s=not options["no_peers"],
         )
         # The same corpus again (same seed): the pure benchmark keeps its index to itself.
-        ids = np.arange(1, docs + 1, dtype=np.int64)
-        index = BM25Index.build(ids, zipf_corpus(docs, seed=seed))
-        return result | _tier_loads(kb, index)
+        return result | _tier_loads(kb, zipf_corpus(docs, seed=seed))
 
 
-def _tier_loads(kb: KnowledgeBase, index: BM25Index) -> dict[str, Any]:
-    """Median cold get() from L2 (L1 cleared) and from L3 (L1 and L2 cleared)."""
+def _tier_loads(kb: KnowledgeBase, corpus: list[list[str]]) -> dict[str, Any]:
+    """Median cold get() from L2 (L1 cleared) and from L3 (L1 and L2 cleared) of the corpus
+    stored as the store stores a full build (segments and their manifest)."""
     store = BM25Store()
     identity = identity_of(kb)
-    payload = seal(identity, kb.index_version, index)
+    ids = list(range(1, len(corpus) + 1))
+    parts = plan_segments([len(tokens) for tokens in corpus])
+    segments = {new_key(): Segment.build(ids[p], corpus[p], ids[p]) for p in parts}
+    manifest = Manifest(
+        version=kb.index_version,
+        keys=tuple(segments),
+        deleted=np.empty(0, np.int64),
+        deleted_in=np.empty(0, np.int32),
+        doc_ids=np.empty(0, np.int64),
+        doc_stamps=np.empty(0, np.int64),
+        basis=analysis_basis(ANALYZER_VERSION, kb.user_words),
+        chunk_count=len(ids),
+    )
     try:
-        store.l3.put(kb.tenant_id, kb.pk, payload, len(index), 0.0)
-        if not store.l2.put(identity, payload):
+        store.store_built(identity, kb, Built(manifest, segments, True, 0.0))
+        if store.l2.version(identity) != kb.index_version:
             raise CommandError("Redis is unreachable: cannot measure L2")
         l2 = _cold_get_ms(store, kb, Tier.L2, store.l1.clear)
         l3 = _cold_get_ms(store, kb, Tier.L3, lambda: (store.l1.clear(), store.l2.delete(kb.pk)))

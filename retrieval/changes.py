@@ -4,9 +4,12 @@
 its searchable chunks and sends ``knowledge_base_changed``; ``retrieval.signals`` hands it here,
 and on commit this module queues:
 
-- ``invalidate_and_warm``: drop the old BM25 index from every tier and build the new version
-  into L3 and L2, so the first search after an upload does not pay for the build; the HNSW
-  index for the knowledge base's vector dimension is made sure of on the way;
+- ``invalidate_and_warm``: build the new version of the BM25 index into L3 and L2 (a delta on
+  the stored one: one small segment and the deletions; see ``retrieval.bm25store``), so the
+  first search after an upload does not pay for it; the HNSW index for the knowledge base's
+  vector dimension is made sure of on the way. (Nothing is invalidated: the old manifest and
+  segments are the base of the new one.) A build that leaves segments to fold queues
+  ``merge_segments``;
 - ``calibrate_when_settled``: the label-free calibration of the fusion weights and the relevance
   models (for every knowledge base: fixed weights still need relevance), debounced. Every
   change queues it for ``RAG_CALIBRATION_DELAY_S`` later with the version it saw; a task whose
@@ -15,22 +18,25 @@ and on commit this module queues:
 
 Both are safe to run twice. A task that could not be queued (broker down) is found by
 ``reap_index_upkeep`` (beat): until then a search builds the index on demand, as it would for a
-cold process. A deleted knowledge base leaves nothing behind: its L3 row cascades, its L2 key
+cold process. A deleted knowledge base leaves nothing behind: its L3 rows cascade, its L2 keys
 and this process's L1 entries go in ``forget_knowledge_base``.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import F, OuterRef, Q, Subquery, Sum
+from django.utils import timezone
 
 from knowledge.models import Document, KnowledgeBase
 from rag_project.celery import enqueue
 from retrieval.bm25store import get_store
-from retrieval.models import BM25Index
+from retrieval.bm25store.merging import MAX_DELETED_FRACTION, MERGE_FACTOR
+from retrieval.models import BM25Manifest, BM25Segment
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +56,7 @@ def on_change(knowledge_base_id: int, index_version: int) -> None:
 
 
 def invalidate_and_warm(knowledge_base_id: int, index_version: int | None = None) -> str:
-    """Drop the KB's old index from every tier and build the current one into L3 and L2.
+    """Build the KB's current index into L3 and L2 (a delta on the stored one when possible).
 
     ``index_version`` is the version the change produced: if the KB has moved past it, a later
     task is queued for the later change and this one leaves the work to it (a burst of uploads
@@ -66,13 +72,25 @@ def invalidate_and_warm(knowledge_base_id: int, index_version: int | None = None
     stored = store.l3.version(kb.pk)
     if stored is not None and stored >= kb.index_version:
         return "current"  # a duplicate delivery, or a search built it first
-    store.invalidate(kb.pk)
     try:
         handle = store.warm(kb)
     except KnowledgeBase.DoesNotExist:
         return "deleted"
     ensure_vector_index_for(kb)
-    return f"warmed v{handle.version} from {handle.tier}"
+    how = f" ({handle.built})" if handle.built else ""
+    return f"warmed v{handle.version} from {handle.tier}{how}"
+
+
+def merge_segments(knowledge_base_id: int) -> str:
+    """Fold the KB's small segments and drop deleted chunks (see bm25store.merging); delete
+    segments dropped by earlier merges once their grace period is over."""
+    kb = KnowledgeBase.objects.filter(pk=knowledge_base_id).first()
+    if kb is None:
+        return "deleted"
+    try:
+        return get_store().merge(kb)
+    except KnowledgeBase.DoesNotExist:
+        return "deleted"
 
 
 def forget_knowledge_base(knowledge_base_id: int) -> None:
@@ -106,15 +124,16 @@ def ensure_vector_index_for(kb: KnowledgeBase) -> None:
 
 def reap_index_upkeep() -> dict[str, list[int]]:
     """Queue what a lost task would have done (beat): a BM25 build for every knowledge base
-    whose stored index (L3) is older than its version, and a calibration for every
-    knowledge base whose last calibration is missing or out of date. Both tasks check again
-    when they run, so queuing one too many costs a lookup."""
+    whose stored index (L3) is older than its version, a merge for every one with segments to
+    fold or old segments to delete, and a calibration for every knowledge base whose last
+    calibration is missing or out of date. The tasks check again when they run, so queuing
+    one too many costs a lookup."""
     from retrieval import tasks
 
     stale_index = list(
         KnowledgeBase.objects.annotate(
             stored=Subquery(
-                BM25Index.objects.filter(knowledge_base=OuterRef("pk")).values("version")[:1]
+                BM25Manifest.objects.filter(knowledge_base=OuterRef("pk")).values("version")[:1]
             )
         )
         .filter(Q(stored__isnull=True) | Q(stored__lt=F("index_version")))
@@ -124,6 +143,22 @@ def reap_index_upkeep() -> dict[str, list[int]]:
     )
     for kb_id, version in stale_index:
         enqueue(tasks.invalidate_and_warm_bm25, kb_id, index_version=version)
+    grace = timezone.now() - timedelta(seconds=settings.BM25_SEGMENT_GRACE_S)
+    to_merge = sorted(
+        set(
+            BM25Manifest.objects.filter(
+                Q(segment_count__gte=MERGE_FACTOR)
+                | Q(deleted_count__gte=MAX_DELETED_FRACTION * F("chunk_count"), deleted_count__gt=0)
+            ).values_list("knowledge_base_id", flat=True)
+        )
+        | set(
+            BM25Segment.objects.filter(dropped_at__lt=grace).values_list(
+                "knowledge_base_id", flat=True
+            )
+        )
+    )
+    for kb_id in to_merge:
+        enqueue(tasks.merge_bm25_segments, kb_id)
     uncalibrated = []
     for kb in KnowledgeBase.objects.annotate(
         chunks=Sum("documents__chunk_count", filter=Q(documents__status=Document.Status.READY))
@@ -134,7 +169,11 @@ def reap_index_upkeep() -> dict[str, list[int]]:
         ):
             enqueue(tasks.calibrate_when_settled, kb.pk, kb.index_version)
             uncalibrated.append(kb.pk)
-    return {"bm25": [kb_id for kb_id, _ in stale_index], "calibration": uncalibrated}
+    return {
+        "bm25": [kb_id for kb_id, _ in stale_index],
+        "merge": to_merge,
+        "calibration": uncalibrated,
+    }
 
 
 def _searchable_chunks(kb: KnowledgeBase) -> int:

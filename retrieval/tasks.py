@@ -17,6 +17,16 @@ def invalidate_and_warm_bm25(knowledge_base_id: int, index_version: int | None =
     return changes.invalidate_and_warm(knowledge_base_id, index_version)
 
 
+@shared_task(
+    name="retrieval.merge_bm25_segments",
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def merge_bm25_segments(knowledge_base_id: int) -> str:
+    return changes.merge_segments(knowledge_base_id)
+
+
 @shared_task(name="retrieval.calibrate_when_settled")
 def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:
     return changes.calibrate_when_settled(knowledge_base_id, index_version)

@@ -261,6 +261,12 @@ BM25_L2_TTL_S = env.int("BM25_L2_TTL_S", default=24 * 60 * 60)
 BM25_BUILD_LOCK_TIMEOUT_S = env.int("BM25_BUILD_LOCK_TIMEOUT_S", default=300)
 # How long a search on a cold KB waits for another process's build before building it itself.
 BM25_BUILD_WAIT_S = env.float("BM25_BUILD_WAIT_S", default=30.0)
+# A search whose knowledge base changed waits this long for another process's build of the new
+# version when it holds (or finds stored) an older complete one, then answers from the older.
+BM25_STALE_WAIT_S = env.float("BM25_STALE_WAIT_S", default=1.0)
+# Segments a merge folded away are deleted from L3 this long after (a build that started from
+# the older manifest may still name them).
+BM25_SEGMENT_GRACE_S = env.float("BM25_SEGMENT_GRACE_S", default=600.0)
 
 # --- rerank
 # Optional second stage of a search: the head of the fused list is re-scored by a cross-encoder.

@@ -5,21 +5,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import Sum
+
 from knowledge.models import KnowledgeBase
 from retrieval.bm25store import bm25_available, get_store, identity_of
-from retrieval.models import BM25Index
+from retrieval.models import BM25Manifest, BM25Segment
 
 
 @dataclass(frozen=True)
 class IndexStatus:
     version: int  # the knowledge base's index_version: what a search asks for
     available: bool  # rank_bm25 and jieba importable
-    # L3: the bm25_indexes row
+    # L3: the bm25_manifests row and the bm25_indexes segment rows it names
     l3_version: int | None = None
     chunk_count: int = 0
     payload_bytes: int = 0
-    build_seconds: float = 0.0
-    built_at: datetime | None = None
+    build_seconds: float = 0.0  # the last full build
+    built_at: datetime | None = None  # the stored manifest (a build, a delta or a merge)
+    segment_count: int = 0
+    deleted_count: int = 0
+    merges: int = 0
     # L2: Redis (None when absent; redis_up False while Redis cannot be reached)
     l2_version: int | None = None
     redis_up: bool = True
@@ -51,9 +56,14 @@ def index_status(knowledge_base: KnowledgeBase) -> IndexStatus:
         .first()
     ) or knowledge_base.index_version
     row = (
-        BM25Index.objects.filter(knowledge_base=knowledge_base)
-        .only("version", "chunk_count", "payload_bytes", "build_seconds", "built_at")
+        BM25Manifest.objects.filter(knowledge_base=knowledge_base)
+        .defer("payload", "signature")
         .first()
+    )
+    stored_bytes = (
+        BM25Segment.objects.filter(knowledge_base=knowledge_base, dropped_at__isnull=True)
+        .aggregate(n=Sum("payload_bytes"))["n"]
+        or 0
     )
     in_memory = store.l1.get(identity, 0)
     l2_version = store.l2.version(identity)
@@ -62,9 +72,12 @@ def index_status(knowledge_base: KnowledgeBase) -> IndexStatus:
         available=bm25_available(),
         l3_version=row.version if row else None,
         chunk_count=row.chunk_count if row else 0,
-        payload_bytes=row.payload_bytes if row else 0,
+        payload_bytes=stored_bytes if row else 0,
         build_seconds=row.build_seconds if row else 0.0,
         built_at=row.built_at if row else None,
+        segment_count=row.segment_count if row else 0,
+        deleted_count=row.deleted_count if row else 0,
+        merges=row.merges if row else 0,
         l2_version=l2_version,
         redis_up=store.l2.available,
         l1_version=in_memory[0] if in_memory else None,

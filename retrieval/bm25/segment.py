@@ -53,9 +53,13 @@ class Segment:
         offsets: np.ndarray,
         post_docs: np.ndarray,
         post_tf: np.ndarray,
+        groups: np.ndarray | None = None,
     ) -> None:
         """Assemble a segment from its arrays; use `build`, `merge` or `from_bytes` instead."""
         self.doc_ids = doc_ids
+        # The owner of each document (a chunk's document id) when the builder gave them: the
+        # store deletes a document's chunks by it without asking the database.
+        self.groups = groups
         self.lengths = lengths
         self.terms = terms
         self.vocab = dict(zip(terms, range(len(terms)), strict=True))
@@ -64,18 +68,28 @@ class Segment:
         self.post_tf = post_tf
 
     @classmethod
-    def build(cls, doc_ids: Sequence[int], corpus: Iterable[Sequence[str]]) -> Segment:
-        """A segment of `corpus` (token lists), document i being `doc_ids[i]`. Documents are
-        stored in ascending id order whatever order they come in."""
+    def build(
+        cls,
+        doc_ids: Sequence[int],
+        corpus: Iterable[Sequence[str]],
+        groups: Sequence[int] | None = None,
+    ) -> Segment:
+        """A segment of `corpus` (token lists), document i being `doc_ids[i]` (owned by
+        `groups[i]`, when given). Documents are stored in ascending id order whatever order
+        they come in."""
         docs = corpus if isinstance(corpus, list) else list(corpus)
         ids = np.asarray(doc_ids, dtype=np.int64)
         if ids.shape != (len(docs),):
             raise ValueError(f"{ids.size} doc ids for {len(docs)} documents")
+        owners = None if groups is None else np.asarray(groups, dtype=np.int64)
+        if owners is not None and owners.shape != ids.shape:
+            raise ValueError(f"{owners.size} groups for {ids.size} documents")
         if ids.size and np.any(ids[1:] <= ids[:-1]):
             order = np.argsort(ids, kind="stable")
             if np.any(np.diff(ids[order]) == 0):
                 raise ValueError("doc ids must be unique within a segment")
             ids, docs = ids[order], [docs[i] for i in order.tolist()]
+            owners = None if owners is None else owners[order]
         inverted = invert(docs)
         return cls(
             doc_ids=ids,
@@ -84,20 +98,35 @@ class Segment:
             offsets=inverted.offsets,
             post_docs=inverted.post_docs,
             post_tf=inverted.post_tf,
+            groups=owners,
         )
 
     @classmethod
-    def merge(cls, segments: Sequence[Segment], deleted: np.ndarray | None = None) -> Segment:
-        """One segment holding the live documents of `segments` (ids in `deleted` dropped).
-        Works on postings: no token list is rebuilt. Raises ValueError on a doc id that two
-        segments hold."""
+    def merge(
+        cls,
+        segments: Sequence[Segment],
+        deleted: np.ndarray | None = None,
+        deleted_per_segment: Sequence[np.ndarray] | None = None,
+    ) -> Segment:
+        """One segment holding the live documents of `segments` (ids in `deleted`, and in a
+        segment's own `deleted_per_segment` entry, dropped). Works on postings: no token list
+        is rebuilt. Raises ValueError on a doc id that two segments hold alive."""
         deleted = np.empty(0, np.int64) if deleted is None else np.asarray(deleted, np.int64)
+        if deleted_per_segment is not None and len(deleted_per_segment) != len(segments):
+            raise ValueError("deleted_per_segment needs one array per segment")
         vocab: dict[str, int] = {}
+        grouped = bool(segments) and all(s.groups is not None for s in segments)
+        group_parts = []
         ids_parts, length_parts, term_parts, doc_parts, tf_parts = [], [], [], [], []
-        for segment in segments:
-            live = ~np.isin(segment.doc_ids, deleted)
+        for position, segment in enumerate(segments):
+            dropped = deleted
+            if deleted_per_segment is not None:
+                dropped = np.union1d(deleted, deleted_per_segment[position])
+            live = ~np.isin(segment.doc_ids, dropped)
             ids_parts.append(segment.doc_ids[live])
             length_parts.append(segment.lengths[live])
+            if grouped:
+                group_parts.append(segment.groups[live])
             global_term = np.fromiter(
                 (vocab.setdefault(t, len(vocab)) for t in segment.terms),
                 dtype=np.int64,
@@ -133,6 +162,7 @@ class Segment:
             offsets=offsets,
             post_docs=post_docs.astype(np.int32),
             post_tf=narrow_tf(post_tf),
+            groups=np.concatenate(group_parts)[order] if grouped else None,
         )
 
     def __len__(self) -> int:
@@ -162,6 +192,8 @@ class Segment:
     def nbytes(self) -> int:
         """In-memory footprint: arrays plus an estimate of the vocabulary's objects."""
         arrays = (self.doc_ids, self.lengths, self.offsets, self.post_docs, self.post_tf)
+        if self.groups is not None:
+            arrays += (self.groups,)
         vocab = sys.getsizeof(self.vocab) + sys.getsizeof(self.terms)
         vocab += sum(sys.getsizeof(term) + 28 for term in self.terms)
         return sum(a.nbytes for a in arrays) + vocab
@@ -176,6 +208,8 @@ class Segment:
             "post_docs": _to_byte_planes(self.post_docs),
             "post_tf": self.post_tf,
         }
+        if self.groups is not None:
+            state["groups"] = self.groups
         return _HEADER.pack(_MAGIC, SEGMENT_FORMAT_VERSION) + pickle.dumps(state, protocol=5)
 
     @classmethod

@@ -1,7 +1,10 @@
 """A read-only BM25 view over a list of segments plus deletions, exact as rank_bm25 over the live
 documents.
 
-"Live" documents are those of every segment whose id is not in ``deleted``. The view composes,
+"Live" documents are those of every segment whose id is not in ``deleted`` (or, given
+``deleted_per_segment``, not in that segment's own deletions: a document id may then be deleted
+from an older segment and live in a newer one, as when a chunk edited in place is re-added with
+its id). The view composes,
 once when it is made (not per query), what BM25Okapi computes over its corpus:
 
 - N = live documents, avgdl = their tokens / N, and each segment's length norms
@@ -57,10 +60,14 @@ class SegmentedIndex:
         deleted: np.ndarray | Sequence[int] = (),
         params: BM25Params | None = None,
         weight_cache_bytes: int = WEIGHT_CACHE_BYTES,
+        deleted_per_segment: Sequence[np.ndarray] | None = None,
     ) -> None:
         self.params = params = params or BM25Params()
         self.segments = tuple(segments)
         self.deleted = np.unique(np.asarray(deleted, dtype=np.int64))
+        if deleted_per_segment is not None and len(deleted_per_segment) != len(self.segments):
+            raise ValueError("deleted_per_segment needs one array per segment")
+        self._own_deleted = deleted_per_segment
         sizes = [len(s) for s in self.segments]
         self._bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         self._all_ids = (
@@ -68,7 +75,7 @@ class SegmentedIndex:
             if self.segments
             else np.empty(0, np.int64)
         )
-        lives = [self._live_of(s) for s in self.segments]
+        lives = [self._live_of(s, i) for i, s in enumerate(self.segments)]
         self._dead: np.ndarray | None = None
         if any(live is not None for live in lives):
             self._dead = np.concatenate(
@@ -107,10 +114,13 @@ class SegmentedIndex:
         self._idf = _floored_idf_live(self._df, self._n, params.epsilon)
         self._weights = _WeightCache(weight_cache_bytes)
 
-    def _live_of(self, segment: Segment) -> np.ndarray | None:
-        if not self.deleted.size or not len(segment):
+    def _live_of(self, segment: Segment, position: int) -> np.ndarray | None:
+        deleted = self.deleted
+        if self._own_deleted is not None:
+            deleted = np.union1d(deleted, self._own_deleted[position])
+        if not deleted.size or not len(segment):
             return None
-        live = ~np.isin(segment.doc_ids, self.deleted)
+        live = ~np.isin(segment.doc_ids, deleted)
         return None if live.all() else live
 
     # ------------------------------------------------------------------ statistics
@@ -127,6 +137,11 @@ class SegmentedIndex:
     def terms(self) -> Iterator[str]:
         """The live vocabulary: every term some live document holds."""
         return (t for t, term_id in self._vocab.items() if self._df[term_id] > 0)
+
+    def __contains__(self, term: object) -> bool:
+        """Whether some live document holds the term."""
+        term_id = self._vocab.get(term)  # type: ignore[arg-type]
+        return term_id is not None and self._df[term_id] > 0
 
     def document_frequency(self, term: str) -> int:
         """How many live documents hold the term (0 for an unknown one)."""

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from retrieval.bm25 import BM25Index
+from retrieval.bm25.segmented import SegmentedIndex
+
+if TYPE_CHECKING:
+    from retrieval.bm25store.store import View
 
 
 class Tier(StrEnum):
@@ -20,7 +23,7 @@ class Tier(StrEnum):
 class IndexHandle:
     """An index and how it was obtained, for the search trace."""
 
-    index: BM25Index
+    index: SegmentedIndex
     knowledge_base_id: int
     version: int
     tier: Tier  # where it came from: l1, l2, l3 or build
@@ -31,6 +34,11 @@ class IndexHandle:
     wait_timed_out: bool = False  # ... and did not finish in time, so this get built it too
     l2_available: bool = True  # False while Redis is unreachable
     rejected: tuple[str, ...] = ()  # tiers whose payload failed its integrity check
+    view: View | None = None  # the manifest and segments behind ``index``
+    built: str = ""  # "full" or "delta" when tier is build
+    loaded_segments: int = 0  # segments fetched from L2/L3 (the others were held already)
+    stale: bool = False  # an older version, served while another process builds the asked one
+    asked_version: int = 0  # the version asked for (``version`` is older when stale)
 
     def trace(self) -> dict[str, Any]:
         return {
@@ -44,4 +52,10 @@ class IndexHandle:
             "wait_timed_out": self.wait_timed_out,
             "l2_available": self.l2_available,
             "rejected": list(self.rejected),
+            "built": self.built,
+            "segments": len(self.view.manifest.keys) if self.view else 0,
+            "deleted": int(self.view.manifest.deleted.size) if self.view else 0,
+            "loaded_segments": self.loaded_segments,
+            "stale": self.stale,
+            "asked_version": self.asked_version,
         }

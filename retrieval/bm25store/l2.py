@@ -1,9 +1,11 @@
-"""L2: Redis, shared by every process, one hash per knowledge base with a TTL.
+"""L2: Redis, shared by every process: a knowledge base's manifest and its segments, with a TTL.
 
-The hash holds ``v`` (version), ``e`` (the KB's epoch, see payload.Identity), ``s``
-(signature) and ``p`` (payload). Reads and writes are Lua scripts so that a stale entry is
-never transferred (a read asks for "version >= n") and a slow writer can never replace a newer
-entry with an older one.
+The manifest is one hash per knowledge base (``rag:bm25:m:<kb>``) holding ``v`` (version),
+``e`` (the KB's epoch, see payload.Identity), ``s`` (signature) and ``p`` (payload). Its reads
+and writes are Lua scripts so that a stale manifest is never transferred (a read asks for
+"version >= n") and a slow writer can never replace a newer manifest with an older one. Each
+segment is a hash of its own (``rag:bm25:s:<kb>:<key>``: ``e``, ``s``, ``p``); segments never
+change, so they need no such care.
 
 When Redis cannot be reached the tier steps aside: every call answers "nothing here" and the
 store goes on to PostgreSQL. The outage is logged once when it starts and once when it ends, and
@@ -20,13 +22,14 @@ import time
 import redis
 from redis.lock import Lock
 
-from retrieval.bm25store.payload import Identity, SignedPayload
+from retrieval.bm25store.payload import Identity, SignedPayload, manifest_label, segment_label
 
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 5.0
 _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
-_KEY = "rag:bm25:{}"
+_KEY = "rag:bm25:m:{}"
+_SEGMENT_KEY = "rag:bm25:s:{}:{}"
 _LOCK_KEY = "rag:bm25:build-lock:{}:{}:{}"
 
 # -> {} nothing (for this KB), {'stale'} older than ARGV[1], {'malformed'}, or {v, s, p}.
@@ -85,8 +88,9 @@ class RedisTier:
         """False during an outage's back-off window (Redis is not tried then)."""
         return time.monotonic() >= self._down_until
 
-    def get(self, identity: Identity, min_version: int) -> SignedPayload | None:
-        """The entry if it holds at least ``min_version``. Raises Malformed for a foreign value."""
+    def get(self, identity: Identity, min_version: int) -> tuple[int, SignedPayload] | None:
+        """The manifest (version, payload) if it holds at least ``min_version``. Raises
+        Malformed for a foreign value."""
         reply = self._call(
             self._read,
             keys=[_KEY.format(identity.knowledge_base_id)],
@@ -100,7 +104,9 @@ class RedisTier:
             version = int(reply[0])
         except ValueError:
             raise Malformed from None
-        return SignedPayload(version, reply[1].decode("ascii", "replace"), reply[2])
+        return version, SignedPayload(
+            manifest_label(version), reply[1].decode("ascii", "replace"), reply[2]
+        )
 
     def version(self, identity: Identity) -> int | None:
         """The stored version only (cheap: for polling while another process builds)."""
@@ -112,19 +118,51 @@ class RedisTier:
         except (TypeError, ValueError):
             return None
 
-    def put(self, identity: Identity, payload: SignedPayload) -> bool:
+    def put(self, identity: Identity, version: int, payload: SignedPayload) -> bool:
+        """Store the manifest of ``version`` unless a newer one is there."""
         result = self._call(
             self._write,
             keys=[_KEY.format(identity.knowledge_base_id)],
-            args=[payload.version, identity.epoch, payload.signature, payload.data, self.ttl_ms],
+            args=[version, identity.epoch, payload.signature, payload.data, self.ttl_ms],
         )
         return bool(result)
+
+    def get_segment(self, identity: Identity, key: str) -> SignedPayload | None:
+        """The segment's payload, or None (absent, another KB's leftover, or not ours)."""
+        reply = self._call(
+            self.client.hmget, _SEGMENT_KEY.format(identity.knowledge_base_id, key), "e", "s", "p"
+        )
+        if not reply or None in reply or reply[0] != str(identity.epoch).encode():
+            return None
+        return SignedPayload(segment_label(key), reply[1].decode("ascii", "replace"), reply[2])
+
+    def put_segment(self, identity: Identity, key: str, payload: SignedPayload) -> None:
+        name = _SEGMENT_KEY.format(identity.knowledge_base_id, key)
+
+        def write() -> None:
+            with self.client.pipeline() as pipe:
+                pipe.hset(
+                    name, mapping={"e": identity.epoch, "s": payload.signature, "p": payload.data}
+                )
+                pipe.pexpire(name, self.ttl_ms)
+                pipe.execute()
+
+        self._call(write)
+
+    def drop_segment(self, knowledge_base_id: int, key: str) -> None:
+        self._call(self.client.delete, _SEGMENT_KEY.format(knowledge_base_id, key))
 
     def drop(self, knowledge_base_id: int, signature: str) -> None:
         self._call(self._drop, keys=[_KEY.format(knowledge_base_id)], args=[signature])
 
     def delete(self, knowledge_base_id: int) -> None:
-        self._call(self.client.delete, _KEY.format(knowledge_base_id))
+        """The manifest and every segment of the knowledge base."""
+
+        def delete_all() -> None:
+            names = list(self.client.scan_iter(_SEGMENT_KEY.format(knowledge_base_id, "*")))
+            self.client.delete(_KEY.format(knowledge_base_id), *names)
+
+        self._call(delete_all)
 
     def lock(self, identity: Identity, version: int) -> Lock | None:
         """Try once to take the build lock of (kb, version): a Lock to release, or None if

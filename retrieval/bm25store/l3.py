@@ -1,42 +1,61 @@
-"""L3: the ``bm25_indexes`` row of a knowledge base (see retrieval.models.BM25Index).
+"""L3: the knowledge base's ``bm25_manifests`` row and its ``bm25_indexes`` segment rows (see
+retrieval.models).
 
-Plain SQL on purpose: a read fetches a payload (megabytes for a large KB) in one query and
-only when the row's version is recent enough, and a write is one upsert that never replaces a
-newer version (a slow builder of an old version cannot undo a faster one's work).
+Plain SQL on purpose: a read fetches payloads (megabytes for a large segment) in one query, and
+a manifest write is one upsert that never replaces a newer version (a slow builder of an old
+version cannot undo a faster one's work). A merge replaces the manifest of the same version only
+if it is still the one the merge started from (compare-and-set on the signature).
 
-The payload travels as binary both ways through a server-side-binding psycopg cursor on
-Django's connection: Django's client-side binding would inline it as a hex literal twice its
-size, and text-format results hex-encode it too, each several times slower than binary (see
+Payloads travel as binary both ways through a server-side-binding psycopg cursor on Django's
+connection: Django's client-side binding would inline them as hex literals twice their size,
+and text-format results hex-encode them too, each several times slower than binary (see
 docs/performance.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 
 import psycopg
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
 
-from retrieval.bm25store.payload import SignedPayload
-from retrieval.models import BM25Index as BM25IndexRow
+from retrieval.bm25store.manifest import Manifest
+from retrieval.bm25store.payload import SignedPayload, manifest_label, segment_label
+from retrieval.models import BM25Manifest, BM25Segment
 
-_TABLE = BM25IndexRow._meta.db_table
+_MANIFESTS = BM25Manifest._meta.db_table
+_SEGMENTS = BM25Segment._meta.db_table
 
-_SELECT = f"""
-    SELECT version, signature, payload FROM {_TABLE}
+_SELECT_MANIFEST = f"""
+    SELECT version, signature, payload FROM {_MANIFESTS}
     WHERE knowledge_base_id = %s AND tenant_id = %s AND version >= %s
-"""  # noqa: S608 - the table name is ours
-_UPSERT = f"""
-    INSERT INTO {_TABLE} AS row (knowledge_base_id, tenant_id, version, payload, signature,
-                                 chunk_count, payload_bytes, build_seconds, built_at)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, now())
+"""  # noqa: S608 - the table names are ours
+_UPSERT_MANIFEST = f"""
+    INSERT INTO {_MANIFESTS} AS row (knowledge_base_id, tenant_id, version, payload, signature,
+        segment_count, chunk_count, deleted_count, merges, build_seconds, built_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
     ON CONFLICT (knowledge_base_id) DO UPDATE SET
         tenant_id = EXCLUDED.tenant_id, version = EXCLUDED.version, payload = EXCLUDED.payload,
-        signature = EXCLUDED.signature, chunk_count = EXCLUDED.chunk_count,
-        payload_bytes = EXCLUDED.payload_bytes, build_seconds = EXCLUDED.build_seconds,
+        signature = EXCLUDED.signature, segment_count = EXCLUDED.segment_count,
+        chunk_count = EXCLUDED.chunk_count, deleted_count = EXCLUDED.deleted_count,
+        merges = EXCLUDED.merges, build_seconds = EXCLUDED.build_seconds,
         built_at = EXCLUDED.built_at
-    WHERE row.version <= EXCLUDED.version
+    WHERE row.version < EXCLUDED.version
+       OR (row.version = EXCLUDED.version AND (%s::text IS NULL OR row.signature = %s::text))
+"""  # noqa: S608
+_SELECT_SEGMENTS = f"""
+    SELECT key, signature, payload FROM {_SEGMENTS}
+    WHERE knowledge_base_id = %s AND tenant_id = %s AND key = ANY(%s)
+"""  # noqa: S608
+_INSERT_SEGMENT = f"""
+    INSERT INTO {_SEGMENTS} (knowledge_base_id, tenant_id, key, payload, signature,
+        chunk_count, postings, payload_bytes, build_seconds, built_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+    ON CONFLICT (knowledge_base_id, key) DO NOTHING
 """  # noqa: S608
 
 
@@ -48,46 +67,119 @@ def _binary_cursor() -> Iterator[psycopg.Cursor]:
         yield cursor
 
 
+def _bytes(data) -> bytes:
+    # psycopg returns bytes; a memoryview (other drivers) is copied once, here.
+    return data if isinstance(data, bytes) else bytes(data)
+
+
 class TableTier:
-    def get(self, tenant_id: int, knowledge_base_id: int, min_version: int) -> SignedPayload | None:
+    # ------------------------------------------------------------------ manifests
+
+    def get(
+        self, tenant_id: int, knowledge_base_id: int, min_version: int
+    ) -> tuple[int, SignedPayload] | None:
+        """The manifest (version, payload) if it holds at least ``min_version``."""
         with _binary_cursor() as cursor:
-            cursor.execute(_SELECT, [knowledge_base_id, tenant_id, min_version], binary=True)
+            cursor.execute(
+                _SELECT_MANIFEST, [knowledge_base_id, tenant_id, min_version], binary=True
+            )
             row = cursor.fetchone()
         if row is None:
             return None
         version, signature, data = row
-        # psycopg returns bytes; a memoryview (other drivers) is copied once, here.
-        return SignedPayload(version, signature, data if isinstance(data, bytes) else bytes(data))
+        return version, SignedPayload(manifest_label(version), signature, _bytes(data))
 
     def version(self, knowledge_base_id: int) -> int | None:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT version FROM {_TABLE} WHERE knowledge_base_id = %s",  # noqa: S608
-                [knowledge_base_id],
-            )
-            row = cursor.fetchone()
-        return row[0] if row else None
+        return (
+            BM25Manifest.objects.filter(knowledge_base_id=knowledge_base_id)
+            .values_list("version", flat=True)
+            .first()
+        )
 
     def put(
         self,
         tenant_id: int,
         knowledge_base_id: int,
+        manifest: Manifest,
         payload: SignedPayload,
-        chunk_count: int,
-        build_seconds: float,
+        replaces: str | None = None,
     ) -> bool:
-        """Write unless a newer version is stored; False too if the KB was deleted meanwhile."""
+        """Write the manifest unless a newer version is stored (or, with ``replaces``, unless
+        the stored one of the same version is no longer the one with that signature); False if
+        not written or the KB was deleted meanwhile."""
         try:
             with transaction.atomic(), _binary_cursor() as cursor:
                 cursor.execute(
-                    _UPSERT,
+                    _UPSERT_MANIFEST,
                     [
                         knowledge_base_id,
                         tenant_id,
-                        payload.version,
+                        manifest.version,
+                        payload.data,
+                        payload.signature,
+                        len(manifest.keys),
+                        manifest.chunk_count,
+                        int(manifest.deleted.size),
+                        manifest.merges,
+                        manifest.build_seconds,
+                        replaces,
+                        replaces,
+                    ],
+                )
+                return cursor.rowcount == 1
+        except IntegrityError:  # the knowledge base is gone
+            return False
+
+    def drop(self, knowledge_base_id: int, signature: str) -> None:
+        """Delete the manifest that failed its check (not one a builder wrote since)."""
+        BM25Manifest.objects.filter(
+            knowledge_base_id=knowledge_base_id, signature=signature
+        ).delete()
+
+    def delete(self, knowledge_base_id: int) -> None:
+        """The manifest and every segment."""
+        BM25Manifest.objects.filter(knowledge_base_id=knowledge_base_id).delete()
+        BM25Segment.objects.filter(knowledge_base_id=knowledge_base_id).delete()
+
+    # ------------------------------------------------------------------ segments
+
+    def get_segments(
+        self, tenant_id: int, knowledge_base_id: int, keys: Sequence[str]
+    ) -> dict[str, SignedPayload]:
+        if not keys:
+            return {}
+        with _binary_cursor() as cursor:
+            cursor.execute(
+                _SELECT_SEGMENTS, [knowledge_base_id, tenant_id, list(keys)], binary=True
+            )
+            rows = cursor.fetchall()
+        return {
+            key: SignedPayload(segment_label(key), signature, _bytes(data))
+            for key, signature, data in rows
+        }
+
+    def put_segment(
+        self,
+        tenant_id: int,
+        knowledge_base_id: int,
+        key: str,
+        payload: SignedPayload,
+        chunk_count: int,
+        postings: int,
+        build_seconds: float,
+    ) -> bool:
+        try:
+            with transaction.atomic(), _binary_cursor() as cursor:
+                cursor.execute(
+                    _INSERT_SEGMENT,
+                    [
+                        knowledge_base_id,
+                        tenant_id,
+                        key,
                         payload.data,
                         payload.signature,
                         chunk_count,
+                        postings,
                         len(payload.data),
                         build_seconds,
                     ],
@@ -96,11 +188,45 @@ class TableTier:
         except IntegrityError:  # the knowledge base is gone
             return False
 
-    def drop(self, knowledge_base_id: int, signature: str) -> None:
-        """Delete the row that failed its check (not one a builder wrote since)."""
-        BM25IndexRow.objects.filter(
-            knowledge_base_id=knowledge_base_id, signature=signature
+    def drop_segment(self, knowledge_base_id: int, key: str, signature: str) -> None:
+        BM25Segment.objects.filter(
+            knowledge_base_id=knowledge_base_id, key=key, signature=signature
         ).delete()
 
-    def delete(self, knowledge_base_id: int) -> None:
-        BM25IndexRow.objects.filter(knowledge_base_id=knowledge_base_id).delete()
+    def mark_dropped(self, knowledge_base_id: int, keys: Sequence[str]) -> None:
+        """Segments a merge folded away: deleted by ``collect_garbage`` after the grace."""
+        if keys:
+            BM25Segment.objects.filter(
+                knowledge_base_id=knowledge_base_id, key__in=list(keys), dropped_at__isnull=True
+            ).update(dropped_at=timezone.now())
+
+    def collect_garbage(
+        self,
+        knowledge_base_id: int,
+        keys_of: Callable[[bytes, str, int], Sequence[str]],
+        grace_s: float,
+    ) -> int:
+        """Delete the segments the stored manifest does not name that a merge dropped more
+        than ``grace_s`` ago, or that no manifest took up within an hour (a builder's lost
+        race). The manifest row is locked meanwhile, so no manifest naming them is written
+        between the check and the delete. ``keys_of(payload, signature, version)`` opens the
+        stored manifest (verified) and gives its keys."""
+        now = timezone.now()
+        with transaction.atomic():
+            row = (
+                BM25Manifest.objects.select_for_update()
+                .filter(knowledge_base_id=knowledge_base_id)
+                .values_list("payload", "signature", "version")
+                .first()
+            )
+            keep = list(keys_of(_bytes(row[0]), row[1], row[2])) if row else []
+            deleted, _ = (
+                BM25Segment.objects.filter(knowledge_base_id=knowledge_base_id)
+                .filter(
+                    Q(dropped_at__lt=now - timedelta(seconds=grace_s))
+                    | Q(built_at__lt=now - timedelta(hours=1))
+                )
+                .exclude(key__in=keep)
+                .delete()
+            )
+        return deleted

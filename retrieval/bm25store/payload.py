@@ -1,13 +1,15 @@
-"""The stored form of an index in L2 and L3: zlib-compressed, HMAC-signed, bound to its KB.
+"""The stored form of segments and manifests in L2 and L3: zlib-compressed, HMAC-signed, bound
+to their knowledge base.
 
 The signature is an HMAC-SHA256 under a key derived from SECRET_KEY (Django's ``salted_hmac``
-with a salt of its own), over the KB's identity (tenant id, KB id, creation time) and version
-followed by the exact stored bytes. Binding identity and version means a valid payload copied
-to another KB's key, or relabelled with another version, fails the check like a flipped byte
-does. Verification accepts
+with a salt of its own), over the KB's identity (tenant id, KB id, creation time) and a label
+followed by the exact stored bytes. The label is ``s:<key>`` for a segment and ``m:<version>``
+for a manifest, so a valid payload copied to another KB's key, passed off as another segment or
+relabelled with another version fails the check like a flipped byte does. Verification accepts
 ``SECRET_KEY_FALLBACKS`` too, so rotating the key does not throw every cached index away.
 
-A payload is unpickled only after its signature checked out (``BM25Index.from_bytes`` unpickles).
+A segment is unpickled only after its signature checked out (``Segment.from_bytes`` unpickles);
+a manifest is numpy arrays read with ``allow_pickle=False`` and is checked all the same.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.utils.crypto import salted_hmac
 
-from retrieval.bm25 import BM25Index
+from retrieval.bm25.segment import Segment
 
 _SALT = "retrieval.bm25store.payload"
 # zlib level 1: every level inflates at the same speed (the output size sets the cost), and
@@ -32,7 +34,7 @@ class PayloadRejected(Exception):
 
 
 class PayloadUnreadable(Exception):
-    """Signed by us but not loadable here (e.g. an older index format after an upgrade)."""
+    """Signed by us but not loadable here (e.g. an older format after an upgrade)."""
 
 
 @dataclass(frozen=True)
@@ -48,38 +50,63 @@ class Identity:
 
 @dataclass(frozen=True)
 class SignedPayload:
-    """What L2 and L3 hold for one knowledge base."""
+    """What L2 and L3 hold for one segment (``label`` its key) or manifest (its version)."""
 
-    version: int
+    label: str  # "s:<segment key>" or "m:<version>"
     signature: str  # hex HMAC-SHA256
-    data: bytes  # zlib-compressed BM25Index.to_bytes()
+    data: bytes  # zlib-compressed bytes of a Segment or a Manifest
 
 
-def sign(identity: Identity, version: int, data: bytes, secret: str | None = None) -> str:
-    head = f"{identity.tenant_id}:{identity.knowledge_base_id}:{identity.epoch}:{version}:"
+def segment_label(key: str) -> str:
+    return f"s:{key}"
+
+
+def manifest_label(version: int) -> str:
+    return f"m:{version}"
+
+
+def sign(identity: Identity, label: str, data: bytes, secret: str | None = None) -> str:
+    head = f"{identity.tenant_id}:{identity.knowledge_base_id}:{identity.epoch}:{label}:"
     mac = salted_hmac(_SALT, head, secret, algorithm="sha256")
     mac.update(data)
     return mac.hexdigest()
 
 
-def seal(identity: Identity, version: int, index: BM25Index) -> SignedPayload:
-    data = zlib.compress(index.to_bytes(), PAYLOAD_ZLIB_LEVEL)
-    return SignedPayload(version, sign(identity, version, data), data)
+def seal(identity: Identity, label: str, raw: bytes) -> SignedPayload:
+    """Compress and sign uncompressed bytes."""
+    data = zlib.compress(raw, PAYLOAD_ZLIB_LEVEL)
+    return SignedPayload(label, sign(identity, label, data), data)
+
+
+def seal_segment(identity: Identity, key: str, segment: Segment) -> SignedPayload:
+    return seal(identity, segment_label(key), segment.to_bytes())
 
 
 def verify(identity: Identity, payload: SignedPayload) -> None:
     """Raise PayloadRejected unless the signature is ours (current key or a fallback)."""
     for secret in (settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", ())):
-        expected = sign(identity, payload.version, payload.data, secret)
+        expected = sign(identity, payload.label, payload.data, secret)
         if hmac.compare_digest(expected, payload.signature):
             return
     raise PayloadRejected
 
 
-def open_payload(identity: Identity, payload: SignedPayload) -> BM25Index:
-    """Verify, then decompress and load. Raises PayloadRejected or PayloadUnreadable."""
+def open_raw(identity: Identity, payload: SignedPayload) -> bytes:
+    """Verify, then decompress. Raises PayloadRejected or PayloadUnreadable."""
     verify(identity, payload)
     try:
-        return BM25Index.from_bytes(zlib.decompress(payload.data))
-    except (zlib.error, ValueError) as exc:
+        return zlib.decompress(payload.data)
+    except zlib.error as exc:
+        raise PayloadUnreadable(str(exc)) from exc
+
+
+def open_segment(identity: Identity, key: str, payload: SignedPayload) -> Segment:
+    """Verify (as the segment ``key`` of this KB), then load. Raises PayloadRejected or
+    PayloadUnreadable."""
+    if payload.label != segment_label(key):
+        raise PayloadRejected
+    raw = open_raw(identity, payload)
+    try:
+        return Segment.from_bytes(raw)
+    except ValueError as exc:
         raise PayloadUnreadable(str(exc)) from exc

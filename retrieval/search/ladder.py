@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from knowledge.analysis import Analyzer, AnalyzerConfig, normalize
-from retrieval.bm25 import BM25Index
+from retrieval.bm25.segmented import SegmentedIndex
 from retrieval.search.spelling import corrected_tokens, corrections
 
 FUZZY_TITLE_MIN_JACCARD = 0.3
@@ -71,7 +71,7 @@ def run_ladder(
     query: str,
     tokens: Sequence[str],
     hits: list[tuple[int, float]],
-    index: BM25Index,
+    index: SegmentedIndex,
     analyzer: Analyzer,
     limit: int,
     allowed: np.ndarray | None,

@@ -21,7 +21,7 @@ from knowledge import selectors
 from knowledge.analysis import get_analyzer
 from knowledge.embeddings import EmbeddingError, config_for_knowledge_base, get_embedder
 from knowledge.models import KnowledgeBase
-from retrieval.bm25.index import BM25Index
+from retrieval.bm25.segmented import SegmentedIndex
 from retrieval.bm25store import BM25Store, bm25_available
 from retrieval.relevance import Reach
 from retrieval.search.errors import KnowledgeBaseNotFound
@@ -247,7 +247,7 @@ class Legs:
         return first
 
 
-def _reach(index: BM25Index, tokens: list[str], attempts: list[dict]) -> Reach | None:
+def _reach(index: SegmentedIndex, tokens: list[str], attempts: list[dict]) -> Reach | None:
     """What the terms behind the keyword hits could score: the query's own, or those of the
     ladder's rung that found them. None when the hits are fuzzy title matches (no BM25)."""
     if attempts and attempts[-1]["hits"]:

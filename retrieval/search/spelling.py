@@ -34,7 +34,7 @@ from rapidfuzz.process import extract
 
 from knowledge.analysis import Analyzer, normalize
 from knowledge.analysis.normalization import HAN
-from retrieval.bm25 import BM25Index
+from retrieval.bm25.segmented import SegmentedIndex
 
 ONE_EDIT_FROM = 5
 TWO_EDITS_FROM = 9
@@ -49,7 +49,7 @@ class Correction:
     terms: tuple[str, ...]  # the vocabulary terms searched instead
 
 
-def corrections(query: str, analyzer: Analyzer, index: BM25Index) -> list[Correction]:
+def corrections(query: str, analyzer: Analyzer, index: SegmentedIndex) -> list[Correction]:
     """The corrections of the query's unknown words (empty when every word is known or none
     can be corrected)."""
     found: list[Correction] = []
@@ -90,7 +90,7 @@ def corrected_tokens(tokens: list[str], fixes: list[Correction], analyzer: Analy
     return out
 
 
-def _correct_latin(word: str, token: str, analyzer: Analyzer, index: BM25Index) -> str | None:
+def _correct_latin(word: str, token: str, analyzer: Analyzer, index: SegmentedIndex) -> str | None:
     candidates = {
         analysed
         for variant in _one_edit(word)
@@ -108,10 +108,10 @@ def _correct_latin(word: str, token: str, analyzer: Analyzer, index: BM25Index) 
     return max(candidates, key=lambda term: (index.document_frequency(term), term))
 
 
-_TERMS: WeakKeyDictionary[BM25Index, dict[int, list[str]]] = WeakKeyDictionary()
+_TERMS: WeakKeyDictionary[SegmentedIndex, dict[int, list[str]]] = WeakKeyDictionary()
 
 
-def _latin_terms(index: BM25Index) -> dict[int, list[str]]:
+def _latin_terms(index: SegmentedIndex) -> dict[int, list[str]]:
     """The index's terms of Latin letters by length, listed once per index (indexes are
     immutable; two edits change a length by two at most)."""
     terms = _TERMS.get(index)

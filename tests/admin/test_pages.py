@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from knowledge.models import Chunk, Document, KnowledgeBase
-from retrieval.models import BM25Index
+from retrieval.models import BM25Manifest
 from retrieval.search import RAGService
 from tenancy.models import ApiKey
 from tenancy.services import hash_key
@@ -39,7 +39,7 @@ def test_knowledge_base_page_shows_counts_settings_and_index_status(owner, world
     assert "hash-32" in page and 'id="index-state">not built<' in page
     with eager_tasks():
         owner.post(kb_url("rebuild_index", kb))
-    row = BM25Index.objects.get(knowledge_base=kb)
+    row = BM25Manifest.objects.get(knowledge_base=kb)
     kb.refresh_from_db()
     assert row.version == kb.index_version and row.chunk_count == 3
     page = owner.get(kb_url("change", kb)).content.decode()
@@ -52,14 +52,14 @@ def test_rebuild_index_drops_the_stored_index_and_the_worker_builds_it_again(
 ):
     kb = world.kb_a
     RAGService(kb.tenant).search("pump", kb.pk)  # built on demand
-    assert BM25Index.objects.filter(knowledge_base=kb).exists()
+    assert BM25Manifest.objects.filter(knowledge_base=kb).exists()
     response = owner.post(kb_url("rebuild_index", kb))  # no worker runs: only dropped
     assert response.status_code == 302
-    assert not BM25Index.objects.filter(knowledge_base=kb).exists()
+    assert not BM25Manifest.objects.filter(knowledge_base=kb).exists()
     with eager_tasks():
         owner.post(kb_url("rebuild_index", kb))
     kb.refresh_from_db()
-    assert BM25Index.objects.get(knowledge_base=kb).version == kb.index_version
+    assert BM25Manifest.objects.get(knowledge_base=kb).version == kb.index_version
 
 
 def test_upload_reports_each_file_accepted_duplicate_or_refused(owner, world):

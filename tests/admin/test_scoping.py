@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from knowledge.models import Chunk, Document, KnowledgeBase
-from retrieval.models import BM25Index
+from retrieval.models import BM25Manifest
 from tenancy.services import create_api_key
 
 pytestmark = pytest.mark.django_db
@@ -73,7 +73,8 @@ def test_posts_to_another_tenants_objects_change_nothing(client, world):
 
 
 @pytest.mark.parametrize(
-    "model", ["knowledgebase", "document", "chunk", "bm25index", "apikey", "tenant"]
+    "model",
+    ["knowledgebase", "document", "chunk", "bm25manifest", "bm25segment", "apikey", "tenant"],
 )
 def test_lists_show_only_the_users_tenants(client, world, model, eager_tasks):
     from retrieval.search import RAGService
@@ -81,12 +82,11 @@ def test_lists_show_only_the_users_tenants(client, world, model, eager_tasks):
     with eager_tasks():
         for kb in (world.kb_a, world.kb_b):  # builds both BM25 indexes (L3 rows)
             RAGService(kb.tenant).search("sensor", kb.pk)
-    assert BM25Index.objects.count() == 2
+    assert BM25Manifest.objects.count() == 2
     create_api_key(tenant=world.tenant_a, name="Acme reader")
     create_api_key(tenant=world.tenant_b, name="Bolt reader")
-    app = {"bm25index": "retrieval", "tenant": "tenancy", "apikey": "tenancy"}.get(
-        model, "knowledge"
-    )
+    apps = {"bm25manifest": "retrieval", "bm25segment": "retrieval", "tenant": "tenancy"}
+    app = (apps | {"apikey": "tenancy"}).get(model, "knowledge")
     url = reverse(f"admin:{app}_{model}_changelist")
     client.force_login(world.owner_b)
     page = client.get(url).content.decode()

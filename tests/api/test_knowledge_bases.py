@@ -7,7 +7,7 @@ import pytest
 
 from knowledge.models import Chunk, Document, KnowledgeBase
 from retrieval.bm25store import get_store, identity_of
-from retrieval.models import BM25Index
+from retrieval.models import BM25Manifest
 from tests.api.conftest import API, error_of, make_kb
 
 pytestmark = pytest.mark.django_db
@@ -159,7 +159,7 @@ def test_delete_removes_documents_chunks_files_and_index_tiers(
     files = [Path(doc.file.path) for doc in kb.docs.values()]
     assert all(f.exists() for f in files)
     client.post(f"{API}/knowledge-bases/{kb.pk}/search", {"query": "pump"}, format="json")
-    assert BM25Index.objects.filter(knowledge_base_id=kb.pk).exists()  # built by the search
+    assert BM25Manifest.objects.filter(knowledge_base_id=kb.pk).exists()  # built by the search
     store, identity = get_store(), identity_of(kb)
     assert store.l2.version(identity) is not None
     invalidated = []
@@ -176,7 +176,7 @@ def test_delete_removes_documents_chunks_files_and_index_tiers(
     assert not KnowledgeBase.objects.filter(pk=kb.pk).exists()
     assert not Document.objects.filter(knowledge_base_id=kb.pk).exists()
     assert not Chunk.objects.filter(knowledge_base_id=kb.pk).exists()
-    assert not BM25Index.objects.filter(knowledge_base_id=kb.pk).exists()
+    assert not BM25Manifest.objects.filter(knowledge_base_id=kb.pk).exists()
     assert not any(f.exists() for f in files)
     response = client.get(f"{API}/knowledge-bases/{kb.pk}")
     assert response.status_code == 404 and error_of(response)["code"] == "not_found"

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from knowledge.models import KnowledgeBase
-from retrieval.models import BM25Index as BM25IndexRow
+from retrieval.models import BM25Manifest
 from tenancy.models import Tenant
 
 KEYS = {
@@ -56,7 +56,7 @@ def test_bench_bm25_json_prints_one_object_with_every_figure():
     assert result["store_l1_bytes"] > result["payload_bytes"]  # the cold gets filled L1
     # The throwaway tenant and knowledge base are gone, with their L3 row.
     assert (Tenant.objects.count(), KnowledgeBase.objects.count()) == before
-    assert not BM25IndexRow.objects.exists()
+    assert not BM25Manifest.objects.exists()
 
 
 def test_bench_bm25_table_compares_with_rank_bm25():

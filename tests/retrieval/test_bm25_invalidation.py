@@ -16,7 +16,7 @@ from knowledge.models import Document, KnowledgeBase
 from knowledge.services import documents as document_services
 from retrieval import changes
 from retrieval.bm25store import BM25Store, Tier
-from retrieval.models import BM25Index as BM25IndexRow
+from retrieval.models import BM25Manifest
 from tests.conftest import CEILING_S, REPO, subprocess_env, wait_until
 from tests.retrieval.test_bm25_store import (
     MANUAL,
@@ -30,7 +30,7 @@ from tests.retrieval.test_bm25_store import (
 
 
 def l3_version(kb: KnowledgeBase) -> int | None:
-    return BM25IndexRow.objects.filter(knowledge_base=kb).values_list("version", flat=True).first()
+    return BM25Manifest.objects.filter(knowledge_base=kb).values_list("version", flat=True).first()
 
 
 @pytest.fixture
@@ -211,7 +211,7 @@ def test_a_change_commits_and_logs_when_the_broker_is_down(
 @pytest.mark.django_db
 def test_the_task_service_is_safe_to_run_twice_and_after_deletion(store):
     kb = make_kb()
-    assert changes.invalidate_and_warm(kb.pk) == f"warmed v{version_of(kb)} from build"
+    assert changes.invalidate_and_warm(kb.pk) == f"warmed v{version_of(kb)} from build (full)"
     assert l3_version(kb) == version_of(kb)
     assert changes.invalidate_and_warm(kb.pk) == "current"  # a duplicate delivery builds nothing
     assert changes.invalidate_and_warm(kb.pk, index_version=version_of(kb) - 1) == "superseded"

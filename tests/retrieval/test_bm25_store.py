@@ -3,6 +3,7 @@ one build under concurrency, Redis outages, and the vector-only switch."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import os
@@ -22,11 +23,21 @@ from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services import documents as document_services
 from knowledge.services.knowledge_bases import create_knowledge_base
 from rag_project import embedded
-from retrieval.bm25 import FORMAT_VERSION, BM25Index
+from retrieval.bm25 import BM25Index
+from retrieval.bm25.segment import SEGMENT_FORMAT_VERSION, Segment
 from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, availability, identity_of
 from retrieval.bm25store.l1 import ByteLRU
-from retrieval.bm25store.payload import Identity, SignedPayload, seal, sign
-from retrieval.models import BM25Index as BM25IndexRow
+from retrieval.bm25store.payload import (
+    Identity,
+    PayloadRejected,
+    SignedPayload,
+    open_segment,
+    seal_segment,
+    segment_label,
+    sign,
+)
+from retrieval.bm25store.store import View
+from retrieval.models import BM25Manifest, BM25Segment
 from tests.conftest import CEILING_S, at_once
 from tests.factories import TenantFactory, add_document
 
@@ -100,6 +111,22 @@ def version_of(kb: KnowledgeBase) -> int:
     return KnowledgeBase.objects.get(pk=kb.pk).index_version
 
 
+def put_in_l2(store: BM25Store, identity: Identity, view: View) -> None:
+    """What another process's build leaves in Redis: the segments, then the manifest."""
+    for key, segment in view.segments.items():
+        store.l2.put_segment(identity, key, seal_segment(identity, key, segment))
+    store.l2.put(identity, view.version, view.manifest.seal(identity))
+
+
+def manifest_key(kb: KnowledgeBase) -> str:
+    return f"rag:bm25:m:{kb.pk}"
+
+
+def segment_key(store: BM25Store, kb: KnowledgeBase) -> str:
+    (key,) = store.get(kb).view.manifest.keys
+    return f"rag:bm25:s:{kb.pk}:{key}"
+
+
 @pytest.fixture
 def store():
     # Waiting for another builder gives up after BM25_BUILD_WAIT_S (30 s) and builds too; a
@@ -140,12 +167,14 @@ def test_tiers_are_read_in_order_and_lower_hits_refill_the_upper_tiers(store, kb
     first = store.get(kb)
     assert (first.tier, first.version) == (Tier.BUILD, version_of(kb))
     assert hits(first, "zebrafish") == expected
-    row = BM25IndexRow.objects.get(knowledge_base=kb)
-    assert (row.version, row.chunk_count, row.payload_bytes) == (
+    row = BM25Manifest.objects.get(knowledge_base=kb)
+    (segment,) = BM25Segment.objects.filter(knowledge_base=kb)
+    assert (row.version, row.chunk_count, row.segment_count) == (
         first.version,
         Chunk.objects.filter(knowledge_base=kb).count(),
-        len(bytes(row.payload)),
+        1,
     )
+    assert segment.payload_bytes == len(bytes(segment.payload)) > 0
     assert store.l2.version(identity) == first.version
 
     assert store.get(kb).tier == Tier.L1
@@ -243,14 +272,16 @@ def test_a_deleted_knowledge_base_leaves_no_tier_behind(
 ):
     add_document(kb, "manual.md", MANUAL)
     store.get(kb)
-    assert BM25IndexRow.objects.filter(knowledge_base_id=kb.pk).exists()
+    assert BM25Manifest.objects.filter(knowledge_base_id=kb.pk).exists()
     assert store.l2.version(identity_of(kb)) is not None
+    segment = segment_key(store, kb)
 
     with django_capture_on_commit_callbacks(execute=True):
         kb.tenant.delete()
 
-    assert not BM25IndexRow.objects.filter(knowledge_base_id=kb.pk).exists()
-    assert store.l2.client.exists(f"rag:bm25:{kb.pk}") == 0
+    assert not BM25Manifest.objects.filter(knowledge_base_id=kb.pk).exists()
+    assert not BM25Segment.objects.filter(knowledge_base_id=kb.pk).exists()
+    assert store.l2.client.exists(manifest_key(kb), segment) == 0
     with pytest.raises(KnowledgeBase.DoesNotExist):
         store.get(kb)  # and nothing is served from this process's L1 either
 
@@ -269,14 +300,14 @@ class _Exploit:
 
 
 def exploit_payload(marker: Path) -> bytes:
-    header = struct.pack("<8sH", b"BM25IDX\x00", FORMAT_VERSION)
+    header = struct.pack("<8sH", b"BM25SEG\x00", SEGMENT_FORMAT_VERSION)
     return zlib.compress(header + pickle.dumps(_Exploit(marker)))
 
 
 def test_the_exploit_payload_would_run_if_it_were_ever_loaded(tmp_path):
     marker = tmp_path / "loaded"
-    with pytest.raises(Exception):  # noqa: B017 - os.system returns 0, not an index
-        BM25Index.from_bytes(zlib.decompress(exploit_payload(marker)))
+    with pytest.raises(Exception):  # noqa: B017 - os.system returns 0, not a segment
+        Segment.from_bytes(zlib.decompress(exploit_payload(marker)))
     assert marker.exists()  # so the tests below, where it never appears, mean something
 
 
@@ -285,15 +316,17 @@ def _flip_a_byte(data: bytes) -> bytes:
     return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :]
 
 
+@pytest.mark.parametrize("part", ["segment", "manifest"])
 @pytest.mark.parametrize("attack", ["flipped byte", "exploit", "forged signature"])
 def test_a_tampered_l2_payload_is_never_loaded_but_dropped_logged_and_rebuilt(
-    store, kb, attack, tmp_path, caplog
+    store, kb, attack, part, tmp_path, caplog
 ):
     document = add_document(kb, "manual.md", MANUAL)
     built = store.get(kb)
+    key = manifest_key(kb) if part == "manifest" else segment_key(store, kb)
     store.l1.clear()
-    BM25IndexRow.objects.filter(knowledge_base=kb).delete()  # so only L2 can answer
-    key = f"rag:bm25:{kb.pk}"
+    BM25Manifest.objects.filter(knowledge_base=kb).delete()  # so only L2 can answer
+    BM25Segment.objects.filter(knowledge_base=kb).delete()
     marker = tmp_path / "pwned"
     if attack == "flipped byte":
         store.l2.client.hset(key, "p", _flip_a_byte(store.l2.client.hget(key, "p")))
@@ -301,7 +334,8 @@ def test_a_tampered_l2_payload_is_never_loaded_but_dropped_logged_and_rebuilt(
         evil = exploit_payload(marker)
         store.l2.client.hset(key, "p", evil)
         if attack == "forged signature":
-            forged = sign(identity_of(kb), built.version, evil, secret="a guessed secret key")
+            label = f"m:{built.version}" if part == "manifest" else f"s:{key.rsplit(':', 1)[1]}"
+            forged = sign(identity_of(kb), label, evil, secret="a guessed secret key")
             store.l2.client.hset(key, "s", forged)
     tampered = store.l2.client.hget(key, "p")
 
@@ -314,30 +348,41 @@ def test_a_tampered_l2_payload_is_never_loaded_but_dropped_logged_and_rebuilt(
     warnings = [r for r in caplog.records if r.name == "rag.security"]
     assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
     message = warnings[0].getMessage()
-    assert f"knowledge base {kb.pk}" in message and "l2" in message
+    assert f"knowledge base {kb.pk}" in message and "l2" in message and part in message
     assert "test-only-secret-key" not in message
-    assert store.l2.client.hget(key, "p") != tampered  # dropped, then the rebuild took its place
+    assert store.l2.client.hget(key, "p") != tampered  # dropped (the rebuild wrote anew)
     store.l1.clear()
     assert store.get(kb).tier == Tier.L2  # and what is there now checks out
 
 
-@pytest.mark.parametrize("attack", ["flipped byte", "exploit", "relabelled version"])
+@pytest.mark.parametrize("part", ["segment", "manifest"])
+@pytest.mark.parametrize("attack", ["flipped byte", "exploit", "relabelled"])
 def test_a_tampered_l3_payload_is_never_loaded_but_dropped_logged_and_rebuilt(
-    store, kb, attack, tmp_path, caplog
+    store, kb, attack, part, tmp_path, caplog
 ):
     document = add_document(kb, "manual.md", MANUAL)
     store.get(kb)
     store.l1.clear()
     store.l2.delete(kb.pk)
     marker = tmp_path / "pwned"
-    row = BM25IndexRow.objects.get(knowledge_base=kb)
+    if part == "manifest":
+        row = BM25Manifest.objects.get(knowledge_base=kb)
+    else:
+        row = BM25Segment.objects.get(knowledge_base=kb)
     if attack == "flipped byte":
         row.payload = _flip_a_byte(bytes(row.payload))
     elif attack == "exploit":
         row.payload = exploit_payload(marker)
-    else:  # an old payload passed off as the current version keeps its valid signature
+    elif part == "manifest":  # an old manifest passed off as the current version
         row.version += 1
         KnowledgeBase.objects.filter(pk=kb.pk).update(index_version=row.version)
+    else:  # a valid segment passed off as another
+        row.key = "0" * 32
+        BM25Manifest.objects.filter(knowledge_base=kb).delete()
+        stored = View.of_corpus(version_of(kb), [1], [["zebrafish"]])
+        manifest = dataclasses.replace(stored.manifest, keys=("0" * 32,))
+        payload = manifest.seal(identity_of(kb))
+        store.l3.put(kb.tenant_id, kb.pk, manifest, payload)
     row.save()
     builds = store.build_count
 
@@ -352,15 +397,15 @@ def test_a_tampered_l3_payload_is_never_loaded_but_dropped_logged_and_rebuilt(
     assert len(warnings) == 1 and "l3" in warnings[0].getMessage()
     store.l1.clear()
     store.l2.delete(kb.pk)
-    assert store.get(kb).tier == Tier.L3  # the rebuilt row replaced the rejected one
+    assert store.get(kb).tier == Tier.L3  # the rebuilt rows replaced the rejected one
 
 
 def test_an_entry_left_by_another_kb_of_the_same_id_is_discarded_not_served(store, kb, caplog):
     """A database made afresh reuses KB ids while Redis keeps the old ones' entries."""
     identity = identity_of(kb)
     stranger = Identity(identity.tenant_id, identity.knowledge_base_id, identity.epoch + 1)
-    foreign = BM25Index.build([1, 2, 3], [["zebrafish"], ["other"], ["words"]])
-    assert store.l2.put(stranger, seal(stranger, version_of(kb) + 5, foreign))
+    foreign = View.of_corpus(version_of(kb) + 5, [1, 2, 3], [["zebrafish"], ["other"], ["words"]])
+    put_in_l2(store, stranger, foreign)
 
     with caplog.at_level(logging.WARNING, logger="rag.security"):
         handle = store.get(kb)
@@ -404,7 +449,7 @@ def test_a_cold_get_waits_for_another_process_build_instead_of_building(
     add_ready_chunks(kb, corpus)
     identity, version = identity_of(kb), version_of(kb)
     ids = Chunk.objects.filter(knowledge_base=kb).order_by("position").values_list("id", flat=True)
-    built = BM25Index.build(list(ids), corpus)
+    built = View.of_corpus(version, list(ids), corpus)
 
     # The other builder finishes once our get is waiting: when the get, refused the lock,
     # first polls L2 for the other's result. (Finishing after a fixed delay instead raced the
@@ -420,7 +465,7 @@ def test_a_cold_get_waits_for_another_process_build_instead_of_building(
 
     def other_process_finishes() -> None:  # (in L2: this test's rows are not committed)
         if waiting.wait(CEILING_S):
-            store.l2.put(identity, seal(identity, version, built))
+            put_in_l2(store, identity, built)
         holder.release()
 
     finisher = threading.Thread(target=other_process_finishes)
@@ -511,21 +556,22 @@ def test_l1_is_bounded_in_bytes_and_evicts_the_least_recently_used():
     assert lru.get(Identity(1, 2, 8), 1) is None  # same id, another KB (recreated database)
 
 
-def test_a_payload_is_bound_to_its_knowledge_base_and_version():
-    index = BM25Index.build([1, 2, 3], [["alpha"], ["beta"], ["gamma"]])
+def test_a_payload_is_bound_to_its_knowledge_base_and_key():
+    segment = Segment.build([1, 2, 3], [["alpha"], ["beta"], ["gamma"]])
     identity = Identity(tenant_id=1, knowledge_base_id=2, epoch=3)
-    sealed = seal(identity, 4, index)
-    from retrieval.bm25store.payload import PayloadRejected, open_payload
+    sealed = seal_segment(identity, "a" * 32, segment)
 
-    assert open_payload(identity, sealed).search(["alpha"], 1)[0][0] == 1
-    for other, version in [
-        (Identity(1, 5, 3), 4),
-        (Identity(9, 2, 3), 4),
-        (Identity(1, 2, 6), 4),
-        (identity, 5),
+    assert open_segment(identity, "a" * 32, sealed).postings_of("alpha")[0].tolist() == [0]
+    for other, key in [
+        (Identity(1, 5, 3), "a" * 32),
+        (Identity(9, 2, 3), "a" * 32),
+        (Identity(1, 2, 6), "a" * 32),
+        (identity, "b" * 32),
     ]:
         with pytest.raises(PayloadRejected):
-            open_payload(other, SignedPayload(version, sealed.signature, sealed.data))
+            open_segment(
+                other, key, SignedPayload(segment_label(key), sealed.signature, sealed.data)
+            )
 
 
 def test_bm25_available_reports_missing_dependencies_once(monkeypatch, caplog):
