@@ -37,15 +37,23 @@ class ByteLRU(Generic[T]):
         self._nbytes = 0
         self._lock = threading.Lock()
 
-    def get(self, identity: Identity, min_version: int) -> tuple[int, T] | None:
-        """The entry if its version is at least ``min_version``; an older one is dropped."""
+    def get(
+        self, identity: Identity, min_version: int, drop_older: bool = True
+    ) -> tuple[int, T] | None:
+        """The entry if its version is at least ``min_version``; an older one is dropped
+        (kept, with ``drop_older=False``: the BM25 store builds the newer view from its
+        segments and replaces it then)."""
         kb_id = identity.knowledge_base_id
         with self._lock:
             entry = self._entries.get(kb_id)
             if entry is None:
                 return None
-            if entry.epoch != identity.epoch or entry.version < min_version:
+            if entry.epoch != identity.epoch:
                 self._remove(kb_id)
+                return None
+            if entry.version < min_version:
+                if drop_older:
+                    self._remove(kb_id)
                 return None
             self._entries.move_to_end(kb_id)
             return entry.version, entry.index

@@ -245,7 +245,7 @@ class BM25Store:
             return self._build_or_wait(attempt, allow_stale)
 
     def _l1_get(self, attempt: _Attempt) -> View | None:
-        hit = self.l1.get(attempt.identity, attempt.current)
+        hit = self.l1.get(attempt.identity, attempt.current, drop_older=False)
         return hit[1] if hit is not None else None
 
     def _flight(self, knowledge_base_id: int) -> threading.Lock:

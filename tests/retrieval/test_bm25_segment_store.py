@@ -1,0 +1,227 @@
+"""BM25Store on segments against the real PostgreSQL and Redis: a change builds a small delta
+segment (never the whole index again), another process loads only the segments it lacks,
+merges fold segments without changing a score, and every view scores exactly as rank_bm25 over
+the knowledge base's searchable chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from knowledge.analysis import get_analyzer
+from knowledge.models import Chunk, KnowledgeBase
+from knowledge.selectors import SEARCHABLE_CHUNK
+from knowledge.services import documents as document_services
+from knowledge.services.curation import ChunkChanges, set_document_enabled, update_chunk
+from knowledge.services.knowledge_base_changes import update_knowledge_base
+from knowledge.services.processing import process_document
+from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, identity_of
+from retrieval.bm25store.merging import MERGE_FACTOR
+from retrieval.models import BM25Manifest, BM25Segment
+from tests.conftest import CEILING_S, at_once
+from tests.factories import add_document
+from tests.retrieval.test_bm25_store import chunk_ids, hits, make_kb, version_of
+
+
+def doc(n: int) -> bytes:
+    return f"# Report {n}\n\nThe turbine inspection found marker{n} wear on blade {n}.".encode()
+
+
+def assert_exact(kb: KnowledgeBase, handle) -> None:
+    """Every live chunk's score equals rank_bm25 over the searchable chunks, for a few
+    queries, and the view holds exactly those chunks."""
+    rows = list(
+        Chunk.objects.filter(SEARCHABLE_CHUNK, knowledge_base=kb)
+        .order_by("id")
+        .values_list("id", "tokens")
+    )
+    index = handle.index
+    assert sorted(index.doc_ids.tolist()) == [r[0] for r in rows]
+    okapi = BM25Okapi([list(r[1]) for r in rows])
+    position = {r[0]: i for i, r in enumerate(rows)}
+    for query in (["turbin", "inspect"], ["marker3", "blade"], ["wear", "wear", "section"]):
+        expected = okapi.get_scores(query)
+        got = index.get_scores(query)
+        order = [position[i] for i in index.doc_ids.tolist()]
+        np.testing.assert_allclose(got, expected[order], rtol=0, atol=1e-9)
+
+
+@pytest.fixture
+def store():
+    merges_due: list[int] = []
+    config = BM25StoreConfig.from_settings(build_wait_s=CEILING_S)
+    store = BM25Store(config, on_merge_due=merges_due.append)
+    store.merges_due = merges_due
+    store.created = []
+    yield store
+    for kb_id in store.created:
+        store.l2.delete(kb_id)
+    store.l2.client.close()
+
+
+@pytest.fixture
+def kb(store, db):
+    kb = make_kb()
+    store.created.append(kb.pk)
+    return kb
+
+
+def test_a_new_document_is_a_delta_segment_and_another_process_loads_only_it(store, kb):
+    add_document(kb, "a.md", doc(1))
+    first = store.get(kb)
+    assert (first.built, len(first.view.manifest.keys)) == ("full", 1)
+    other = BM25Store()
+    try:
+        assert other.get(kb).tier == Tier.L2  # the other process holds the first version
+
+        added = add_document(kb, "b.md", doc(2))
+        delta = store.get(kb)
+        assert (delta.tier, delta.built) == (Tier.BUILD, "delta")
+        assert store.build_count == 1 and store.delta_count == 1
+        assert len(delta.view.manifest.keys) == 2
+        assert hits(delta, "marker2") == chunk_ids(kb, added)
+        assert BM25Segment.objects.filter(knowledge_base=kb).count() == 2
+
+        seen = other.get(kb)
+        assert (seen.tier, seen.version, seen.loaded_segments) == (Tier.L2, delta.version, 1)
+        assert hits(seen, "marker2") == chunk_ids(kb, added)
+        assert_exact(kb, seen)
+    finally:
+        other.l2.client.close()
+
+
+def test_deletion_reprocessing_and_an_edit_in_place_stay_exact(store, kb):
+    documents = [add_document(kb, f"{n}.md", doc(n)) for n in range(1, 6)]
+    store.get(kb)
+    # Deleted: its chunks leave every later view.
+    document_services.delete_document(tenant=kb.tenant, document=documents[0])
+    gone = store.get(kb)
+    assert gone.built == "delta" and hits(gone, "marker1") == []
+    assert_exact(kb, gone)
+    # Edited in place: the chunk keeps its id, its old words go and its new ones come.
+    chunk = Chunk.objects.filter(document=documents[1]).order_by("position").last()
+    update_chunk(
+        tenant=kb.tenant,
+        chunk=chunk,
+        changes=ChunkChanges(content="The quokka gearbox replaced it entirely."),
+    )
+    edited = store.get(kb)
+    assert edited.built == "delta"
+    assert hits(edited, "quokka") == [chunk.pk]
+    assert chunk.pk not in hits(edited, "marker2")
+    assert_exact(kb, edited)
+    # Edited again: deleted from the delta segment that held its first edit.
+    update_chunk(tenant=kb.tenant, chunk=chunk, changes=ChunkChanges(content="A wombat now."))
+    again = store.get(kb)
+    assert hits(again, "quokka") == [] and hits(again, "wombat") == [chunk.pk]
+    assert_exact(kb, again)
+    # Reprocessed: new chunks once ready again.
+    old_chunks = chunk_ids(kb, documents[2])
+    document_services.reprocess_document(tenant=kb.tenant, document=documents[2])
+    process_document(documents[2].pk)
+    assert not set(old_chunks) & set(chunk_ids(kb, documents[2]))
+    back = store.get(kb)
+    assert hits(back, "marker3") == chunk_ids(kb, documents[2])
+    assert_exact(kb, back)
+    # Disabled: out of search, chunks kept.
+    set_document_enabled(tenant=kb.tenant, document=documents[3], enabled=False)
+    disabled = store.get(kb)
+    assert hits(disabled, "marker4") == [] and disabled.built == "delta"
+    assert_exact(kb, disabled)
+
+
+def test_a_change_of_user_words_rebuilds_in_full(store, kb):
+    add_document(kb, "a.md", doc(1))
+    store.get(kb)
+    update_knowledge_base(
+        tenant=kb.tenant, knowledge_base=kb, changes={}, user_words=["turbine1 blade"]
+    )
+    KnowledgeBase.objects.filter(pk=kb.pk).update(index_version=version_of(kb) + 1)
+    assert store.get(kb).built == "full"
+
+
+def test_merges_fold_segments_without_changing_a_score(store, kb):
+    for n in range(MERGE_FACTOR + 1):
+        add_document(kb, f"{n}.md", doc(n))
+        store.get(kb)
+    before = store.get(kb)
+    assert len(before.view.manifest.keys) == MERGE_FACTOR + 1
+    assert store.merges_due  # the builds asked for a merge
+    queries = [["turbin"], ["marker4", "blade"], ["wear", "inspect"]]
+    scores = {tuple(q): dict(before.index.search(q, 100)) for q in queries}
+
+    assert store.merge(kb).startswith("merged")
+
+    row = BM25Manifest.objects.get(knowledge_base=kb)
+    assert (row.version, row.merges) == (before.version, 1)
+    assert row.segment_count < MERGE_FACTOR
+    store.l1.clear()
+    after = store.get(kb)
+    assert after.tier == Tier.L2 and after.version == before.version
+    for query in queries:
+        found = dict(after.index.search(query, 100))
+        assert found.keys() == scores[tuple(query)].keys()
+        for chunk_id, score in found.items():
+            assert score == pytest.approx(scores[tuple(query)][chunk_id], abs=1e-12)
+    assert_exact(kb, after)
+    assert store.merge(kb) == "nothing to merge"
+    # Folded segments are marked and deleted after the grace period (0 here), not before.
+    dropped = BM25Segment.objects.filter(knowledge_base=kb, dropped_at__isnull=False)
+    assert dropped.count() >= MERGE_FACTOR
+    assert store.collect_garbage(kb) == 0
+    impatient = BM25Store(BM25StoreConfig.from_settings(segment_grace_s=0))
+    try:
+        assert impatient.collect_garbage(kb) == dropped.count() or not dropped.exists()
+        assert not BM25Segment.objects.filter(knowledge_base=kb, dropped_at__isnull=False).exists()
+        store.l1.clear()
+        store.l2.delete(kb.pk)
+        assert_exact(kb, store.get(kb))  # everything the manifest names is still stored
+    finally:
+        impatient.l2.client.close()
+
+
+def test_a_search_answers_from_its_older_view_while_another_process_builds(store, kb):
+    add_document(kb, "a.md", doc(1))
+    old = store.get(kb)
+    add_document(kb, "b.md", doc(2))
+    lock = store.l2.lock(identity_of(kb), version_of(kb))  # another process is building
+    assert lock is not None
+    patient = BM25Store(BM25StoreConfig.from_settings(stale_wait_s=0.1))
+    try:
+        patient.l1.put(identity_of(kb), old.version, old.view)
+        handle = patient.get(kb)
+        assert handle.stale and handle.version == old.version < handle.asked_version
+        assert handle.trace()["stale"] is True
+        assert hits(handle, "marker2") == []
+        lock.release()
+        current = patient.get(kb)  # the lock is free: the new version is built at once
+        assert not current.stale and hits(current, "marker2") != []
+    finally:
+        if lock.owned():
+            lock.release()
+        patient.l2.client.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_searches_after_a_change_build_one_delta(store):
+    kb = make_kb()
+    store.created.append(kb.pk)
+    for n in range(3):
+        add_document(kb, f"{n}.md", doc(n))
+    store.get(kb)
+    add_document(kb, "new.md", doc(9))
+    handles = at_once(8, lambda: store.get(kb))
+    assert store.delta_count == 1 and store.build_count == 1
+    assert [h.tier for h in handles].count(Tier.BUILD) == 1
+    assert {h.version for h in handles} == {version_of(kb)}
+    assert all(hits(h, "marker9") for h in handles)
+    assert_exact(kb, handles[0])
+    kb.tenant.delete()
+
+
+def test_the_analysed_query_words_exist_in_the_documents():
+    """The queries above are analysed forms of the documents' words (a typo here would make
+    the exactness checks compare zeros)."""
+    tokens = get_analyzer().tokens(doc(3).decode())
+    assert {"turbin", "inspect", "marker3", "blade", "wear"} <= set(tokens)
