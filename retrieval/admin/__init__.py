@@ -1,5 +1,6 @@
-"""Retrieval in the admin: the BM25 manifest and segment rows, and the knowledge-base admin of
-``knowledge`` replaced by its extension (index panel, rebuild and calibrate actions, hit testing)."""
+"""Retrieval in the admin: the BM25 manifest and segment rows, and the knowledge-base admin
+of ``knowledge`` replaced by its extension (index panel, rebuild and calibrate actions, hit
+testing)."""
 
 from django.contrib import admin
 

@@ -61,8 +61,9 @@ def index_status(knowledge_base: KnowledgeBase) -> IndexStatus:
         .first()
     )
     stored_bytes = (
-        BM25Segment.objects.filter(knowledge_base=knowledge_base, dropped_at__isnull=True)
-        .aggregate(n=Sum("payload_bytes"))["n"]
+        BM25Segment.objects.filter(
+            knowledge_base=knowledge_base, dropped_at__isnull=True
+        ).aggregate(n=Sum("payload_bytes"))["n"]
         or 0
     )
     in_memory = store.l1.get(identity, 0)
