@@ -360,7 +360,7 @@ def _bm25_legs(index, kb: KnowledgeBase, queries: list[str], rank_queries: int) 
 
     from retrieval.bm25store.build import fetch_tokens
 
-    _, tokens = fetch_tokens(kb)
+    _, tokens, _ = fetch_tokens(kb)
     started = time.perf_counter()
     reference = BM25Okapi(tokens)
     result["rank_bm25_build_s"] = round(time.perf_counter() - started, 2)

@@ -107,7 +107,7 @@ def found_by_every_entry_point(kb, other_kb, client, admin_client) -> dict[str, 
 def stores_hold(kb) -> dict[str, bool]:
     """Whether each store search reads holds the target chunk."""
     kb.refresh_from_db()
-    ids, _ = fetch_tokens(kb)
+    ids, _, _ = fetch_tokens(kb)
     matrix, _ = load(kb, None, 1 << 30)
     filters = SearchFilters.from_dict({"metadata": {}})
     vector = [1.0] * 64
