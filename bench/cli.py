@@ -18,6 +18,9 @@ the table.
   ingestion through Celery workers, cost against corpus size.
 - ``mcp --clients C --seconds S``: the MCP endpoint under load, beside REST search in the same
   run (requests, errors, p50/p95/p99).
+- ``churn --chunks N --docs-per-s R --seconds S``: searches (8 clients) while documents are
+  uploaded and deleted at R per second: latency p50/p99, errors, how soon a new document is
+  found after it is ready, BM25 merges, memory.
 - ``fairness --docs N``: tenant B's one document while tenant A has N queued on real workers,
   against B's document alone (the fair dispatch target: within 3x).
 """
@@ -29,6 +32,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from bench.bm25 import add_bm25_arguments, bench_bm25, bm25_table
+from bench.churn import add_churn_arguments, bench_churn, churn_table
 from bench.fairness import add_fairness_arguments, bench_fairness, fairness_table
 from bench.fusion import add_fusion_arguments, bench_fusion, fusion_table
 from bench.growth import add_growth_arguments, bench_growth, growth_table
@@ -52,6 +56,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         add_bm25_arguments,
         bench_bm25,
         bm25_table,
+    ),
+    "churn": Benchmark(
+        "search latency and freshness while documents arrive and leave (Celery worker)",
+        add_churn_arguments,
+        bench_churn,
+        churn_table,
     ),
     "fusion": Benchmark(
         "weighted RRF of two candidate lists vs the textbook implementation",

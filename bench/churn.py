@@ -1,0 +1,294 @@
+"""``bench churn --chunks N --docs-per-s R --seconds S``: search while the knowledge base changes.
+
+A throwaway tenant gets a knowledge base of N synthetic chunks (``hash`` embeddings, fixed
+weights, see ``bench.corpus``) and its HNSW index, as a deployed one has. A real Celery worker
+(``--workers``) processes uploads and the index work each change queues. Then, for S seconds:
+
+- 8 client threads (``--clients``) in this process search the knowledge base through
+  ``RAGService`` (hybrid, as the REST API does; this process is one web process with threads,
+  so its L1 caches are shared by the clients as a gunicorn worker's are), queries drawn from the
+  corpus, as fast as answers come;
+- every 1/R seconds one new document (with a unique marker word) is uploaded through the
+  upload service, and one of the original documents is deleted through the delete service;
+- a probe thread searches (keyword) for the marker of every document once it is ``ready`` and
+  records the time from its ``processed_at`` (the moment it became ready) to the first search
+  that returns it: ``visible_*``.
+
+Printed: search p50/p99 over the run (and per 10 s window on stderr, so a cliff shows), errors
+(searches that raised), visibility p50/max, BM25 merges in the run, this process's RSS and the
+bytes of vector matrices it holds (``host_vector_bytes``: the one web process here holds the
+host's only copy). The tenant and its rows are removed at the end (``bench.throwaway``).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import statistics
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from django.core.management.base import CommandError
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from bench import corpus
+from bench.ingest import _workers
+from bench.search import percentiles
+from bench.throwaway import throwaway_tenants
+from knowledge.embeddings import EmbeddingConfig
+from knowledge.models import Document
+from knowledge.services.documents import create_document, delete_document
+from knowledge.services.knowledge_bases import create_knowledge_base
+from retrieval.search import RAGService
+from retrieval.vector.hnsw import ensure_vector_index
+
+WINDOW_S = 10.0
+PROBE_POLL_S = 0.02
+
+
+def add_churn_arguments(parser) -> None:
+    parser.add_argument("--chunks", type=int, default=300_000, help="chunks at the start")
+    parser.add_argument("--docs-per-s", type=float, default=1.0, help="uploads (and deletes) /s")
+    parser.add_argument("--seconds", type=float, default=120.0, help="length of the churn")
+    parser.add_argument("--clients", type=int, default=8, help="searching threads")
+    parser.add_argument("--workers", type=int, default=1, help="Celery worker processes")
+    parser.add_argument("--seed", type=int, default=7)
+
+
+def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
+    n, rate, seconds = options["chunks"], options["docs_per_s"], options["seconds"]
+    if n < corpus.CHUNKS_PER_DOCUMENT or rate <= 0 or seconds <= 0 or options["clients"] < 1:
+        raise CommandError(
+            f"--chunks must be at least {corpus.CHUNKS_PER_DOCUMENT}; --docs-per-s, --seconds "
+            "and --clients must be positive"
+        )
+    with throwaway_tenants("churn") as (tenant,):
+        kb = create_knowledge_base(
+            tenant=tenant,
+            name="churn bench",
+            embedding=EmbeddingConfig(provider="hash", dimensions=corpus.DIMENSIONS),
+            weight_mode="fixed",
+        )
+        started = time.perf_counter()
+        vocab = corpus.Vocabulary.build()
+        target = corpus.Target(kb, n)
+        corpus.create_documents(target)
+        samples = corpus.fill([target], vocab, seed=options["seed"])[kb.pk]
+        ensure_vector_index(corpus.DIMENSIONS)
+        setup_s = time.perf_counter() - started
+        queries = _queries(vocab, samples, options["seed"])
+        service = RAGService(tenant)
+        first = time.perf_counter()
+        service.search(queries[0], kb.pk, mode="hybrid")  # the cold load, not measured below
+        cold_ms = (time.perf_counter() - first) * 1000
+        with _workers(options["workers"]):
+            run = _Run(service, kb, queries, options)
+            result = run.go()
+        result |= {
+            "chunks": n,
+            "docs_per_s": rate,
+            "seconds": seconds,
+            "clients": options["clients"],
+            "setup_s": round(setup_s, 1),
+            "first_search_ms": round(cold_ms, 1),
+        }
+    return result
+
+
+def _queries(vocab: corpus.Vocabulary, samples: list[list[int]], seed: int) -> list[str]:
+    rng = np.random.default_rng([seed, 5])
+    queries = []
+    for i in rng.integers(0, len(samples), size=500).tolist():
+        words = list(dict.fromkeys(samples[i]))
+        picks = rng.choice(len(words), size=min(3, len(words)), replace=False).tolist()
+        queries.append(" ".join(vocab.words[words[p]] for p in picks))
+    return queries
+
+
+class _Run:
+    def __init__(self, service: RAGService, kb, queries: list[str], options: dict[str, Any]):
+        self.service, self.kb, self.queries, self.options = service, kb, queries, options
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.latencies: list[tuple[float, float]] = []  # (time since start, ms)
+        self.errors: list[str] = []
+        self.pending: dict[int, str] = {}  # uploaded document id -> marker
+        self.visible: list[float] = []
+        self.not_visible: list[int] = []
+        self.started = 0.0
+
+    def go(self) -> dict[str, Any]:
+        merges_before = _merges(self.kb)
+        old_documents = list(
+            Document.objects.filter(knowledge_base=self.kb)
+            .order_by("id")
+            .values_list("id", flat=True)
+        )
+        threads = [
+            threading.Thread(target=self._client, args=(i,), daemon=True)
+            for i in range(self.options["clients"])
+        ]
+        probe = threading.Thread(target=self._probe, daemon=True)
+        self.started = time.perf_counter()
+        for thread in [*threads, probe]:
+            thread.start()
+        uploaded = self._churn(old_documents)
+        self.stop.set()
+        for thread in threads:
+            thread.join()
+        # Documents uploaded near the end: give the probe a while to see them (not counted in
+        # the search latency, which stopped with the clients).
+        deadline = time.perf_counter() + 60
+        while self.pending and time.perf_counter() < deadline:
+            self._probe_once()
+            time.sleep(PROBE_POLL_S)
+        self.not_visible = list(self.pending)
+        probe.join(timeout=5)
+        close_old_connections()
+        return self._result(uploaded, _merges(self.kb) - merges_before)
+
+    # ------------------------------------------------------------------ threads
+
+    def _client(self, number: int) -> None:
+        rng = np.random.default_rng([self.options["seed"], 6, number])
+        try:
+            while not self.stop.is_set():
+                query = self.queries[int(rng.integers(len(self.queries)))]
+                began = time.perf_counter()
+                try:
+                    self.service.search(query, self.kb.pk, mode="hybrid")
+                except Exception as exc:  # counted, and the run goes on
+                    with self.lock:
+                        self.errors.append(f"{type(exc).__name__}: {exc}")
+                    continue
+                done = time.perf_counter()
+                with self.lock:
+                    self.latencies.append((done - self.started, (done - began) * 1000))
+        finally:
+            connection.close()
+
+    def _churn(self, old_documents: list[int]) -> int:
+        interval = 1.0 / self.options["docs_per_s"]
+        rng = np.random.default_rng([self.options["seed"], 7])
+        victims = rng.permutation(old_documents).tolist()
+        uploaded = 0
+        next_at = time.perf_counter()
+        end = self.started + self.options["seconds"]
+        while next_at < end:
+            marker = f"zqx{uploaded}k{rng.integers(10**9)}"
+            text = f"# Churn report {uploaded}\n\nThe {marker} inspection found wear.\n"
+            document = create_document(
+                tenant=self.kb.tenant,
+                knowledge_base=self.kb,
+                name=f"churn-{uploaded}.md",
+                stream=io.BytesIO(text.encode()),
+            )
+            with self.lock:
+                self.pending[document.pk] = marker
+            if victims:
+                victim = Document.objects.filter(pk=victims.pop()).first()
+                if victim is not None:
+                    delete_document(tenant=self.kb.tenant, document=victim)
+            uploaded += 1
+            next_at += interval
+            time.sleep(max(0.0, next_at - time.perf_counter()))
+        return uploaded
+
+    def _probe(self) -> None:
+        try:
+            while not self.stop.is_set():
+                self._probe_once()
+                time.sleep(PROBE_POLL_S)
+        finally:
+            connection.close()
+
+    def _probe_once(self) -> None:
+        with self.lock:
+            waiting = dict(self.pending)
+        if not waiting:
+            return
+        ready = dict(
+            Document.objects.filter(pk__in=list(waiting), status=Document.Status.READY).values_list(
+                "pk", "processed_at"
+            )
+        )
+        for document_id, processed_at in ready.items():
+            result = self.service.search(waiting[document_id], self.kb.pk, mode="keyword")
+            if any(hit.document_id == document_id for hit in result.hits):
+                lag = (timezone.now() - processed_at).total_seconds()
+                with self.lock:
+                    self.visible.append(lag)
+                    self.pending.pop(document_id, None)
+
+    # ------------------------------------------------------------------ result
+
+    def _result(self, uploaded: int, merges: int) -> dict[str, Any]:
+        times = [ms for _, ms in self.latencies]
+        for start in np.arange(0, self.options["seconds"], WINDOW_S):
+            window = [ms for t, ms in self.latencies if start <= t < start + WINDOW_S]
+            if window:
+                print(
+                    f"churn {start:5.0f}-{start + WINDOW_S:.0f} s: {len(window):5d} searches, "
+                    f"p50 {np.percentile(window, 50):7.1f} ms, p99 "
+                    f"{np.percentile(window, 99):7.1f} ms, max {max(window):7.1f} ms",
+                    file=sys.stderr,
+                )
+        for message in sorted(set(self.errors))[:5]:
+            print(f"churn error: {message}", file=sys.stderr)
+        return {
+            "searches": len(times),
+            **{k: v for k, v in percentiles(times, "search").items()},
+            "search_max_ms": round(max(times), 1) if times else None,
+            "errors": len(self.errors),
+            "uploaded": uploaded,
+            "visible": len(self.visible),
+            "not_visible": len(self.not_visible),
+            "visible_p50_s": round(statistics.median(self.visible), 3) if self.visible else None,
+            "visible_max_s": round(max(self.visible), 3) if self.visible else None,
+            "merges": merges,
+            "process_rss_bytes": _rss_bytes(),
+            "host_vector_bytes": host_vector_bytes(),
+        }
+
+
+def _merges(kb) -> int:
+    """BM25 merges of the knowledge base's index so far (since its last full build)."""
+    from retrieval.models import BM25Manifest
+
+    found = BM25Manifest.objects.filter(knowledge_base=kb).values_list("merges", flat=True)
+    return found.first() or 0
+
+
+def _rss_bytes() -> int:
+    with open(f"/proc/{os.getpid()}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def host_vector_bytes() -> int:
+    """Bytes of vector matrices held on this host by this process (the only web process of
+    the benchmark)."""
+    from retrieval.vector.matrix import get_matrix_cache
+
+    return int(get_matrix_cache().lru.nbytes)
+
+
+def churn_table(r: dict[str, Any]) -> str:
+    return "\n".join(
+        [
+            f"{r['chunks']:,} chunks, {r['docs_per_s']} documents/s in and out for "
+            f"{r['seconds']:g} s, {r['clients']} clients searching (hybrid)",
+            f"searches {r['searches']:,}: p50 {r['search_p50_ms']} ms, p99 {r['search_p99_ms']} "
+            f"ms, max {r['search_max_ms']} ms, errors {r['errors']}",
+            f"new documents {r['uploaded']}: visible after ready p50 {r['visible_p50_s']} s, "
+            f"max {r['visible_max_s']} s ({r['not_visible']} never seen)",
+            f"BM25 merges {r['merges']}; RSS {r['process_rss_bytes'] / 2**20:.0f} MiB; vectors "
+            f"{r['host_vector_bytes'] / 2**20:.0f} MiB",
+        ]
+    )
