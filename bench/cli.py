@@ -21,6 +21,8 @@ the table.
 - ``churn --chunks N --docs-per-s R --seconds S``: searches (8 clients) while documents are
   uploaded and deleted at R per second: latency p50/p99, errors, how soon a new document is
   found after it is ready, BM25 merges, memory.
+- ``coldstart --chunks N``: a new web process's first search with the start-up warm-up on
+  (process start to warm, first search) and off (the cold first search).
 - ``fairness --docs N``: tenant B's one document while tenant A has N queued on real workers,
   against B's document alone (the fair dispatch target: within 3x).
 """
@@ -33,6 +35,7 @@ from typing import Any, NamedTuple
 
 from bench.bm25 import add_bm25_arguments, bench_bm25, bm25_table
 from bench.churn import add_churn_arguments, bench_churn, churn_table
+from bench.coldstart import add_coldstart_arguments, bench_coldstart, coldstart_table
 from bench.fairness import add_fairness_arguments, bench_fairness, fairness_table
 from bench.fusion import add_fusion_arguments, bench_fusion, fusion_table
 from bench.growth import add_growth_arguments, bench_growth, growth_table
@@ -62,6 +65,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         add_churn_arguments,
         bench_churn,
         churn_table,
+    ),
+    "coldstart": Benchmark(
+        "a new web process: start to warm, first search warmed, during warm-up and cold",
+        add_coldstart_arguments,
+        bench_coldstart,
+        coldstart_table,
     ),
     "fusion": Benchmark(
         "weighted RRF of two candidate lists vs the textbook implementation",

@@ -89,12 +89,15 @@ def bench_load(options: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextmanager
-def _knowledge_base(chunks: int, seed: int):
+def _knowledge_base(chunks: int, seed: int, embedding: EmbeddingConfig | None = None):
+    """A throwaway knowledge base of synthetic chunks (``hash`` vectors of corpus.DIMENSIONS;
+    ``embedding`` may name another model of that dimension, whose queries then cost what that
+    model costs), a read key, and queries."""
     with throwaway_tenants("load") as (tenant,):
         kb = create_knowledge_base(
             tenant=tenant,
             name="load bench",
-            embedding=EmbeddingConfig(provider="hash", dimensions=corpus.DIMENSIONS),
+            embedding=embedding or EmbeddingConfig(provider="hash", dimensions=corpus.DIMENSIONS),
             weight_mode="fixed",
         )
         vocab = corpus.Vocabulary.build()
@@ -119,7 +122,7 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _gunicorn(workers: int):
+def _gunicorn(workers: int, extra_env: dict[str, str] | None = None):
     port = _free_port()
     env = dict(os.environ)
     env |= {
@@ -130,7 +133,7 @@ def _gunicorn(workers: int):
         "API_THROTTLE_RATE": "1000000/min",
         "LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(REPO),
-    }
+    } | (extra_env or {})
     # The same database and Redis as this command (which may be a test profile's).
     if not os.environ.get("DATABASE_URL"):
         env["RAG_DB_NAME"] = connection.settings_dict["NAME"]

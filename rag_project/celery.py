@@ -11,6 +11,7 @@ import logging
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init
 
 from rag_project import broker
 
@@ -22,6 +23,16 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 logger = logging.getLogger(__name__)
+
+
+@worker_process_init.connect
+def _worker_process_started(**kwargs) -> None:
+    """A prefork worker's child is about to take tasks: warm it (rag_project.lifecycle)."""
+    from rag_project.lifecycle import process_started
+
+    process_started.send(sender="worker")
+
+
 # A broker hiccup is retried briefly; a broker that is down is not waited for by a request.
 RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.2}
 

@@ -2,7 +2,10 @@
 
 Answers 200 when PostgreSQL and Redis both answer, 503 otherwise; the body says which part
 failed and why. Live Celery workers are counted (a broadcast ping) but do not decide the status:
-searches work without a worker, only ingestion waits for one.
+searches work without a worker, only ingestion waits for one. ``warm`` is this process's
+warm-up (``rag_project.lifecycle``): ``warming``, ``warm``, ``failed`` or ``off``; it does not
+decide the status either (a search during warm-up is answered, no slower than a cold one), but
+a deployment that wants first searches fast can wait for ``warm`` before routing traffic.
 """
 
 import time
@@ -13,6 +16,8 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+
+from rag_project.lifecycle import WARM
 
 # A solo or busy worker reads control messages about once a second; a shorter wait misses it.
 WORKER_PING_TIMEOUT_S = 1.0
@@ -69,5 +74,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
         "database": database,
         "redis": redis_state,
         "celery": celery,
+        "warm": WARM.as_dict(),
     }
     return JsonResponse(body, status=200 if healthy else 503)

@@ -9,5 +9,8 @@ class RetrievalConfig(AppConfig):
     verbose_name = "Retrieval"
 
     def ready(self) -> None:
-        from retrieval import signals  # noqa: F401 - connects the receivers of knowledge changes
+        from retrieval import (
+            signals,  # noqa: F401 - connects the receivers of knowledge changes
+            warmup,  # noqa: F401 - warms serving processes at start-up
+        )
         from retrieval.langchain import retriever  # noqa: F401 - registers get_retriever

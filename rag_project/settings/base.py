@@ -267,6 +267,11 @@ BM25_STALE_WAIT_S = env.float("BM25_STALE_WAIT_S", default=1.0)
 # Segments a merge folded away are deleted from L3 this long after (a build that started from
 # the older manifest may still name them).
 BM25_SEGMENT_GRACE_S = env.float("BM25_SEGMENT_GRACE_S", default=600.0)
+# Serving processes (web, Celery workers) load the analyser, embedding models and the largest
+# knowledge bases' indexes at start-up in the background (retrieval.warmup); /healthz says how
+# far they got.
+RAG_WARM_ON_START = env.bool("RAG_WARM_ON_START", default=True)
+RAG_WARM_KNOWLEDGE_BASES = env.int("RAG_WARM_KNOWLEDGE_BASES", default=8)
 
 # --- rerank
 # Optional second stage of a search: the head of the fused list is re-scored by a cross-encoder.

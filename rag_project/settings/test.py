@@ -44,3 +44,6 @@ LOGGING["root"]["level"] = "WARNING"
 # A Celery worker process started by a test must use that test's database.
 if env.str("RAG_TEST_DB_NAME", default=""):
     DATABASES["default"]["NAME"] = env.str("RAG_TEST_DB_NAME")
+
+# Workers and servers the suite starts stay cold unless a test asks (tests/foundation/test_warmup).
+RAG_WARM_ON_START = env.bool("RAG_WARM_ON_START", default=False)

@@ -119,3 +119,14 @@ def test_bench_churn_searches_while_documents_come_and_go():
     assert result["merges"] >= 0
     assert result["process_rss_bytes"] > 0 and result["host_vector_bytes"] > 0
     assert counts() == before  # the throwaway tenant is gone with its chunks
+
+
+def test_bench_coldstart_times_a_new_web_process_warm_and_cold():
+    before = counts()
+    result = bench("coldstart", "--chunks", "300", "--embedding", "hash")
+    assert result["warm_state"]["state"] == "warm"
+    assert result["warm_state"]["loaded"]["knowledge_bases"]  # it loaded the bench's KB
+    assert 0 < result["start_to_healthy_s"] <= result["start_to_warm_s"]
+    for key in ("first_query_ms", "during_warm_query_ms", "cold_first_query_ms"):
+        assert result[key] > 0
+    assert counts() == before

@@ -1,0 +1,145 @@
+"""Warm processes: what a first search would load, loaded at start-up in the background.
+
+A new web process used to pay for everything on its first search: jieba's dictionary (~1 s),
+the local embedding model (~10 s), the knowledge base's BM25 index and vector matrix (seconds
+at 100k chunks). ``rag_project.lifecycle.process_started`` (sent by the WSGI module after
+gunicorn's fork and by each Celery worker process) starts ``warm`` in a daemon thread when
+``RAG_WARM_ON_START`` is on:
+
+1. the analyser: jieba's dictionary and the default analyser;
+2. every embedding model a knowledge base uses (local models load their weights; remote
+   providers hold no model and cost nothing);
+3. web processes only: the ``RAG_WARM_KNOWLEDGE_BASES`` largest knowledge bases with ready
+   documents (largest first: their cold load costs the most), each one's BM25 view into this
+   process's L1 and its vector matrix into the matrix cache, within those caches' budgets.
+
+A search arriving meanwhile waits for nothing it does not need, and for what it needs no longer
+than a cold load: each load is single-flight in its cache (the analyser's and local models'
+locks, the BM25 store's per-knowledge-base flight, the matrix cache's load lock), so the search
+shares the load already under way instead of starting a second one. A step that fails is logged
+and named in ``/healthz`` (``warm.state`` ``failed``); the process serves, and that part loads
+on first use as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.db.models import Q, Sum
+
+from rag_project.lifecycle import WARM, process_started
+
+logger = logging.getLogger(__name__)
+
+_started = False
+_start_lock = threading.Lock()
+
+
+def on_process_started(sender: str, **kwargs) -> None:
+    if settings.RAG_WARM_ON_START:
+        start(kind=sender)
+
+
+def start(kind: str = "web") -> threading.Thread | None:
+    """Warm this process in a daemon thread, once per process (None if already started)."""
+    global _started
+    with _start_lock:
+        if _started:
+            return None
+        _started = True
+    WARM.begin()
+    thread = threading.Thread(target=warm, args=(kind,), name="rag-warmup", daemon=True)
+    thread.start()
+    return thread
+
+
+def warm(kind: str = "web") -> None:
+    """Load what first searches need (see the module's doc), noting each step in ``WARM``."""
+    started = time.perf_counter()
+    try:
+        _step("analyzer", _analyzer)
+        _step("embedding_models", _models)
+        if kind == "web":
+            _step("knowledge_bases", _knowledge_bases)
+    finally:
+        WARM.end()
+        connection.close()
+    logger.info(
+        "warm-up (%s) done in %.1f s: %s", kind, time.perf_counter() - started, WARM.as_dict()
+    )
+
+
+def _step(name: str, load) -> None:
+    began = time.perf_counter()
+    try:
+        value = load()
+    except Exception as exc:  # warming must never stop the process from serving
+        logger.exception("warm-up step %s failed", name)
+        WARM.fail(f"{name}: {type(exc).__name__}: {exc}")
+        return
+    finally:
+        close_old_connections()
+    WARM.note(name, value)
+    WARM.note(f"{name}_s", round(time.perf_counter() - began, 3))
+
+
+def _analyzer() -> bool:
+    from knowledge.analysis import get_analyzer
+    from knowledge.analysis.chinese import load_jieba
+
+    load_jieba()
+    get_analyzer().tokens("预热分词词典 warming the analyser")
+    return True
+
+
+def _models() -> list[str]:
+    from knowledge.embeddings import config_for_knowledge_base, get_embedder
+    from knowledge.models import KnowledgeBase
+
+    seen, loaded = set(), []
+    for kb in KnowledgeBase.objects.order_by("pk"):
+        config = config_for_knowledge_base(kb)
+        if config.provider != "local" or (config.provider, config.model) in seen:
+            continue
+        seen.add((config.provider, config.model))
+        embedder = get_embedder(config)
+        if embedder is not None:
+            embedder.embed_query("warm-up")
+            loaded.append(f"{config.provider}:{config.model}")
+    return loaded
+
+
+def hottest_knowledge_bases(limit: int):
+    """The knowledge bases worth loading first: those with the most ready chunks."""
+    from knowledge.models import Document, KnowledgeBase
+
+    return list(
+        KnowledgeBase.objects.annotate(
+            ready_chunks=Sum(
+                "documents__chunk_count", filter=Q(documents__status=Document.Status.READY)
+            )
+        )
+        .filter(ready_chunks__gt=0)
+        .order_by("-ready_chunks", "-updated_at")[:limit]
+    )
+
+
+def _knowledge_bases() -> list[int]:
+    from retrieval.bm25store import bm25_available, get_store
+    from retrieval.vector.matrix import get_matrix_cache
+
+    warmed = []
+    for kb in hottest_knowledge_bases(settings.RAG_WARM_KNOWLEDGE_BASES):
+        if bm25_available():
+            get_store().get(kb, fresh=True)
+        if settings.VECTOR_L1_MAX_BYTES > 0 and kb.embedding_dimensions:
+            get_matrix_cache().get(kb)
+        warmed.append(kb.pk)
+    return warmed
+
+
+process_started.connect(on_process_started, dispatch_uid="retrieval.warmup")

@@ -1,0 +1,96 @@
+"""Start-up warm-up (retrieval.warmup): what it loads, what /healthz says, and that a failure
+leaves the process serving. The whole path in a real gunicorn process is `bench coldstart`
+(tests/retrieval/test_bench_scale.py)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.test import override_settings
+
+from knowledge.embeddings import EmbeddingConfig
+from knowledge.services.knowledge_bases import create_knowledge_base
+from rag_project.lifecycle import WARM, process_started
+from retrieval import warmup
+from retrieval.bm25store import get_store, identity_of
+from retrieval.vector.matrix import get_matrix_cache
+from tests.factories import TenantFactory, add_document
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def fresh_state(monkeypatch):
+    monkeypatch.setattr(warmup, "_started", False)
+    WARM.reset()
+    yield
+    WARM.reset()
+
+
+def knowledge_base(name: str, documents: int):
+    kb = create_knowledge_base(
+        tenant=TenantFactory(),
+        name=name,
+        embedding=EmbeddingConfig(provider="hash", dimensions=32),
+    )
+    for n in range(documents):
+        add_document(kb, f"{n}.md", f"# Pump {n}\n\nThe pump {n} needs oil every {n} weeks.")
+    return kb
+
+
+def test_warm_loads_the_analyser_and_the_largest_knowledge_bases(client):
+    large, small = knowledge_base("Large", 3), knowledge_base("Small", 1)
+    get_store().l1.discard(large.pk)
+    get_store().l1.discard(small.pk)
+    get_matrix_cache().lru.discard(large.pk)
+
+    WARM.begin()
+    with override_settings(RAG_WARM_KNOWLEDGE_BASES=1):
+        warmup.warm("web")
+
+    state = client.get("/healthz").json()["warm"]
+    assert state["state"] == "warm" and state["seconds"] >= 0
+    assert state["loaded"]["analyzer"] is True
+    assert state["loaded"]["knowledge_bases"] == [large.pk]  # the largest first, one allowed
+    assert get_store().l1.peek(identity_of(large)) is not None
+    assert get_store().l1.peek(identity_of(small)) is None
+    assert large.pk in get_matrix_cache().lru
+
+
+def test_a_failing_step_is_reported_and_the_process_still_serves(client, monkeypatch):
+    def broken(limit):
+        raise RuntimeError("the index is unreadable")
+
+    monkeypatch.setattr(warmup, "hottest_knowledge_bases", broken)
+    WARM.begin()
+    warmup.warm("web")
+
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    state = response.json()["warm"]
+    assert state["state"] == "failed"
+    assert state["errors"] == ["knowledge_bases: RuntimeError: the index is unreadable"]
+    assert state["loaded"]["analyzer"] is True  # the steps before it still ran
+
+
+def test_a_started_process_warms_once_and_only_when_asked(client, monkeypatch):
+    runs = []
+
+    def warm(kind: str) -> None:
+        runs.append(kind)
+        WARM.end()
+
+    monkeypatch.setattr(warmup, "warm", warm)
+
+    with override_settings(RAG_WARM_ON_START=False):
+        process_started.send(sender="web")
+    assert runs == [] and client.get("/healthz").json()["warm"] == {"state": "off"}
+
+    with override_settings(RAG_WARM_ON_START=True):
+        process_started.send(sender="worker")
+        process_started.send(sender="worker")  # a second signal starts nothing more
+    for thread in [t for t in threading.enumerate() if t.name == "rag-warmup"]:
+        thread.join()
+    assert runs == ["worker"]
+    assert client.get("/healthz").json()["warm"]["state"] == "warm"
