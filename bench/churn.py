@@ -272,11 +272,12 @@ def _rss_bytes() -> int:
 
 
 def host_vector_bytes() -> int:
-    """Bytes of vector matrices held on this host by this process (the only web process of
-    the benchmark)."""
+    """Bytes of vector matrices held on this host: the shared host files (once for every
+    process) plus what this process (the benchmark's only web process) holds privately."""
+    from retrieval.vector import hostfile
     from retrieval.vector.matrix import get_matrix_cache
 
-    return int(get_matrix_cache().lru.nbytes)
+    return hostfile.host_bytes() + int(get_matrix_cache().lru.nbytes)
 
 
 def churn_table(r: dict[str, Any]) -> str:

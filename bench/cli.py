@@ -23,6 +23,8 @@ the table.
   found after it is ready, BM25 merges, memory.
 - ``coldstart --chunks N``: a new web process's first search with the start-up warm-up on
   (process start to warm, first search) and off (the cold first search).
+- ``hostmem --chunks N --workers W``: memory of W gunicorn workers searching one knowledge
+  base's vectors, with the vectors as shared host files and without (RSS, PSS per worker).
 - ``fairness --docs N``: tenant B's one document while tenant A has N queued on real workers,
   against B's document alone (the fair dispatch target: within 3x).
 """
@@ -39,6 +41,7 @@ from bench.coldstart import add_coldstart_arguments, bench_coldstart, coldstart_
 from bench.fairness import add_fairness_arguments, bench_fairness, fairness_table
 from bench.fusion import add_fusion_arguments, bench_fusion, fusion_table
 from bench.growth import add_growth_arguments, bench_growth, growth_table
+from bench.hostmem import add_hostmem_arguments, bench_hostmem, hostmem_table
 from bench.ingest import add_ingest_arguments, bench_ingest, ingest_table
 from bench.load import add_load_arguments, bench_load, load_table
 from bench.mcp import add_mcp_arguments, bench_mcp, mcp_table
@@ -89,6 +92,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         add_search_arguments,
         bench_search,
         search_table,
+    ),
+    "hostmem": Benchmark(
+        "memory of W gunicorn workers for one knowledge base's vectors, shared files or not",
+        add_hostmem_arguments,
+        bench_hostmem,
+        hostmem_table,
     ),
     "load": Benchmark(
         "C concurrent clients searching the HTTP API (gunicorn, production settings)",

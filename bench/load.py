@@ -123,6 +123,13 @@ def _free_port() -> int:
 
 @contextmanager
 def _gunicorn(workers: int, extra_env: dict[str, str] | None = None):
+    with gunicorn_process(workers, extra_env) as (base_url, _):
+        yield base_url
+
+
+@contextmanager
+def gunicorn_process(workers: int, extra_env: dict[str, str] | None = None):
+    """gunicorn serving this command's database and Redis: (base URL, the master process)."""
     port = _free_port()
     env = dict(os.environ)
     env |= {
@@ -160,7 +167,7 @@ def _gunicorn(workers: int, extra_env: dict[str, str] | None = None):
             if time.monotonic() > deadline:
                 raise CommandError(f"gunicorn did not answer within {START_CEILING_S:g} s")
             time.sleep(0.2)
-        yield base_url
+        yield base_url, proc
     finally:
         proc.terminate()
         try:

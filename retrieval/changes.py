@@ -93,9 +93,19 @@ def merge_segments(knowledge_base_id: int) -> str:
         return "deleted"
 
 
-def forget_knowledge_base(knowledge_base_id: int) -> None:
-    """A deleted KB leaves nothing behind: its row cascades; L2 and this process's L1 go here."""
+def forget_knowledge_base(
+    knowledge_base_id: int, tenant_id: int | None = None, epoch: int | None = None
+) -> None:
+    """A deleted KB leaves nothing behind: its rows cascade; L2, this process's L1 and the
+    host's vector files go here (other hosts' files are never read again: their directory
+    names the KB's creation time; they go with the host's data directory)."""
+    from retrieval.vector import hostfile
+    from retrieval.vector.matrix import get_matrix_cache
+
     get_store().invalidate(knowledge_base_id)
+    get_matrix_cache().discard(knowledge_base_id)
+    if tenant_id is not None and epoch is not None:
+        hostfile.forget(tenant_id, knowledge_base_id, epoch)
 
 
 def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:

@@ -24,4 +24,10 @@ def on_knowledge_base_changed(sender, knowledge_base_id: int, index_version: int
 
 @receiver(post_delete, sender=KnowledgeBase, dispatch_uid="retrieval.forget_bm25_index")
 def forget_bm25_index(sender, instance: KnowledgeBase, **kwargs) -> None:
-    transaction.on_commit(partial(changes.forget_knowledge_base, instance.pk), robust=True)
+    from retrieval.bm25store import identity_of
+
+    identity = identity_of(instance)
+    transaction.on_commit(
+        partial(changes.forget_knowledge_base, instance.pk, identity.tenant_id, identity.epoch),
+        robust=True,
+    )

@@ -167,6 +167,10 @@ def _fresh_test_redis(django_db_setup) -> None:
 
     if settings.REDIS_EMBEDDED or os.environ.get("TEST_REDIS_URL"):
         redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    # Vector host files of an earlier run (this worker's own directory) go too.
+    import shutil
+
+    shutil.rmtree(settings.VECTOR_HOST_DIR, ignore_errors=True)
 
 
 class WorkerProcess:

@@ -4,6 +4,7 @@ Profiles: ``development`` (the default of manage.py), ``production`` (refuses to
 real ``SECRET_KEY``) and ``test``. Every variable is listed in docs/configuration.md.
 """
 
+import os
 from pathlib import Path
 
 import environ
@@ -297,6 +298,17 @@ RERANK_MAX_RETRIES = env.int("RERANK_MAX_RETRIES", default=2)
 # bases are searched through pgvector's HNSW index. 0 sends every search to HNSW. See
 # retrieval/vector/policy.py.
 VECTOR_L1_MAX_BYTES = env.int("VECTOR_L1_MAX_BYTES", default=512 * 1024 * 1024)
+# Matrices as memory-mapped files under VECTOR_HOST_DIR, shared by every process of the host
+# through the page cache (retrieval/vector/hostfile.py); then a knowledge base is searched
+# exactly while its matrix fits VECTOR_HOST_MAX_BYTES (default: a quarter of the host's memory)
+# and VECTOR_L1_MAX_BYTES bounds only what each process holds privately (rows changed since
+# the file was written).
+VECTOR_HOST_FILES = env.bool("VECTOR_HOST_FILES", default=True)
+VECTOR_HOST_DIR = Path(env.str("VECTOR_HOST_DIR", default=str(RAG_DATA_DIR / "vectors")))
+VECTOR_HOST_MAX_BYTES = env.int(
+    "VECTOR_HOST_MAX_BYTES",
+    default=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4,
+)
 # BLAS threads for one such scan: two nearly halve a large scan. With OPENBLAS_THREAD_TIMEOUT
 # set short (rag_project/__init__.py) two cost a loaded server little (docs/performance.md);
 # set 1 where worker processes fill every core.

@@ -47,3 +47,7 @@ if env.str("RAG_TEST_DB_NAME", default=""):
 
 # Workers and servers the suite starts stay cold unless a test asks (tests/foundation/test_warmup).
 RAG_WARM_ON_START = env.bool("RAG_WARM_ON_START", default=False)
+# Vector host files of the suite, per xdist worker (emptied at the start of a session).
+VECTOR_HOST_DIR = Path(
+    env.str("RAG_TEST_VECTOR_DIR", default=str(RAG_DATA_DIR / "test-vectors" / _worker))
+)

@@ -48,6 +48,7 @@ from knowledge.selectors import searchable_document_sql
 from retrieval.bm25store.build import snapshot
 from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.store import identity_of
+from retrieval.vector import hostfile
 
 logger = logging.getLogger(__name__)
 
@@ -72,28 +73,98 @@ _ROWS = (
 
 
 @dataclass(frozen=True)
-class VectorMatrix:
-    """One knowledge base's searchable vectors at one ``index_version``."""
+class Part:
+    """Rows of a matrix: ids ascending, their document ids and unit vectors; ``live`` marks
+    the rows still searchable (None: all). A shared part is memory-mapped from a host file."""
 
     ids: np.ndarray  # int64, ascending
-    vectors: np.ndarray  # float32, (len(ids), dimensions), unit rows
+    vectors: np.ndarray  # float32, (len(ids), dimensions)
+    documents: np.ndarray | None = None  # int64
+    live: np.ndarray | None = None  # bool
+    shared: bool = False
+
+    def __len__(self) -> int:
+        return len(self.ids) if self.live is None else int(self.live.sum())
+
+    @property
+    def private_bytes(self) -> int:
+        arrays = [self.live] if self.shared else [self.ids, self.vectors, self.documents, self.live]
+        return int(sum(a.nbytes for a in arrays if a is not None))
+
+    def rows(self, allowed: np.ndarray | None) -> np.ndarray | None:
+        """Rows to score: live ones, of ``allowed`` ids only when given (None: all rows)."""
+        if allowed is None:
+            return None if self.live is None else np.flatnonzero(self.live)
+        wanted = np.unique(np.asarray(allowed, dtype=np.int64))
+        rows = np.searchsorted(self.ids, wanted)
+        inside = rows < len(self.ids)
+        rows = rows[inside]
+        rows = rows[self.ids[rows] == wanted[inside]]
+        return rows if self.live is None else rows[self.live[rows]]
+
+
+@dataclass(frozen=True)
+class VectorMatrix:
+    """One knowledge base's searchable vectors at one ``index_version``: a base part (shared
+    by every process of the host when it is a memory-mapped host file) and the rows that
+    changed since, private to this process."""
+
+    parts: tuple[Part, ...]
     version: int
     stamp: tuple  # the knowledge base row's (updated_at, provider, model, dimensions)
-    documents: np.ndarray | None = None  # int64, each row's document id
     processed: dict[int, Any] = field(default_factory=dict)  # document id -> processed_at
-    # (ids, documents, vectors) with room to grow: the arrays above are their first rows, and
-    # a delta that only appends writes past them (no reader of this matrix looks there).
-    buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(
-        default=None, repr=False, compare=False
-    )
+    base_name: str = ""  # the host file of the shared part, if any
+
+    @classmethod
+    def of(
+        cls,
+        ids: np.ndarray,
+        vectors: np.ndarray,
+        version: int,
+        stamp: tuple,
+        documents: np.ndarray | None = None,
+        processed: dict | None = None,
+    ) -> VectorMatrix:
+        """One private part (ids ascending)."""
+        part = Part(np.asarray(ids, dtype=np.int64), vectors, documents)
+        return cls((part,), version, stamp, processed or {})
 
     @property
     def nbytes(self) -> int:
-        arrays = self.buffers or (self.ids, self.vectors, self.documents)
-        return int(sum(a.nbytes for a in arrays if a is not None))
+        """What this process holds privately (a shared part's pages are the host's)."""
+        return sum(part.private_bytes for part in self.parts)
+
+    @property
+    def shared_bytes(self) -> int:
+        return sum(part.vectors.nbytes for part in self.parts if part.shared)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return sum(len(part) for part in self.parts)
+
+    def live_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ids ascending, document ids, vectors) of every live row, copied out of the parts."""
+        ids, documents, vectors = [], [], []
+        for part in self.parts:
+            rows = part.rows(None)
+            take = slice(None) if rows is None else rows
+            ids.append(part.ids[take])
+            documents.append(
+                part.documents[take]
+                if part.documents is not None
+                else np.zeros(len(part.ids[take]), np.int64)
+            )
+            vectors.append(np.asarray(part.vectors[take]))
+        all_ids = np.concatenate(ids)
+        order = np.argsort(all_ids, kind="stable")
+        return all_ids[order], np.concatenate(documents)[order], np.concatenate(vectors)[order]
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.live_rows()[0]
+
+    @property
+    def vectors(self) -> np.ndarray:
+        return self.live_rows()[2]
 
     def search(
         self, query_vector, limit: int, allowed: np.ndarray | None = None
@@ -101,29 +172,28 @@ class VectorMatrix:
         """Up to ``limit`` (chunk id, cosine similarity), most similar first, ties by chunk id;
         only chunks in ``allowed`` (ids) when it is given."""
         query = np.asarray(query_vector, dtype=np.float32)
-        if query.shape != (self.vectors.shape[1],):
+        dimensions = self.stamp[3] if self.stamp[3] else self.parts[0].vectors.shape[1]
+        if query.shape != (int(dimensions),):
             raise ValueError(
-                f"query has {query.size} dimensions, the knowledge base {self.vectors.shape[1]}"
+                f"query has {query.size} dimensions, the knowledge base {int(dimensions)}"
             )
         norm = float(np.linalg.norm(query))
-        if limit <= 0 or norm == 0.0 or not len(self.ids):
+        if limit <= 0 or norm == 0.0 or not len(self):
             return []
         query /= norm
+        found_ids, found_scores = [], []
         with _blas_threads():
-            if allowed is None:
-                ids, scores = self.ids, self.vectors @ query
-            else:
-                rows = self.rows_of(allowed)
-                ids, scores = self.ids[rows], self.vectors[rows] @ query
-        return top(ids, scores, limit)
-
-    def rows_of(self, chunk_ids: np.ndarray) -> np.ndarray:
-        """Row numbers of those of ``chunk_ids`` this matrix holds, ascending."""
-        wanted = np.unique(np.asarray(chunk_ids, dtype=np.int64))
-        rows = np.searchsorted(self.ids, wanted)
-        inside = rows < len(self.ids)
-        rows = rows[inside]
-        return rows[self.ids[rows] == wanted[inside]]
+            for part in self.parts:
+                rows = part.rows(allowed)
+                if rows is None:
+                    found_ids.append(part.ids)
+                    found_scores.append(part.vectors @ query)
+                elif rows.size:
+                    found_ids.append(part.ids[rows])
+                    found_scores.append(part.vectors[rows] @ query)
+        if not found_ids:
+            return []
+        return top(np.concatenate(found_ids), np.concatenate(found_scores), limit)
 
 
 _blas: ThreadpoolController | None = None
@@ -170,8 +240,11 @@ class MatrixCache:
     """This process's matrices, least recently used dropped first beyond ``max_bytes``.
     ``get`` returns None for a knowledge base whose matrix would not fit: search it with HNSW."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, size_limit: int | None = None) -> None:
         self.max_bytes = max_bytes
+        # The largest matrix searched exactly (the policy's line to HNSW): the host's budget
+        # when matrices are host files, else this process's.
+        self.size_limit = max_bytes if size_limit is None else size_limit
         self.lru: ByteLRU[VectorMatrix] = ByteLRU(max_bytes)
         self._too_large: dict[int, tuple[int, int]] = {}  # kb id -> (epoch, version)
         self._lock = threading.Lock()  # one load at a time: loads are rare and memory-heavy
@@ -192,7 +265,7 @@ class MatrixCache:
             held = self.lru.peek(identity)  # another thread may have loaded it meanwhile
             if held is not None and held.version >= wanted and _stamp(knowledge_base) == held.stamp:
                 return MatrixHandle(held, "l1", (time.perf_counter() - started) * 1000)
-            matrix, source = load(knowledge_base, held, self.max_bytes)
+            matrix, source = load(knowledge_base, held, self.size_limit)
             if matrix is None:
                 self.lru.discard(knowledge_base.pk)
                 self._too_large[knowledge_base.pk] = (identity.epoch, wanted)
@@ -222,9 +295,11 @@ def _stamp(knowledge_base: KnowledgeBase) -> tuple:
 def load(
     knowledge_base: KnowledgeBase, held: VectorMatrix | None, max_bytes: int
 ) -> tuple[VectorMatrix | None, str]:
-    """The knowledge base's matrix now, reusing the rows of ``held`` where they are still
-    valid; (None, "too large") when it would take more than ``max_bytes``. Raises
-    KnowledgeBase.DoesNotExist if the knowledge base is gone."""
+    """The knowledge base's matrix now, reusing the rows of ``held`` (or, in a process that
+    holds none, of the host's newest base file) where they are still valid; (None, "too
+    large") when it would take more than ``max_bytes``. Raises KnowledgeBase.DoesNotExist if
+    the knowledge base is gone."""
+    identity = identity_of(knowledge_base)
     with snapshot():
         with connection.cursor() as cursor:
             cursor.execute(_SELECT_KB, [knowledge_base.pk, knowledge_base.tenant_id])
@@ -236,63 +311,93 @@ def load(
             cursor.execute(_SELECT_DOCUMENTS, [knowledge_base.tenant_id, knowledge_base.pk])
             documents = cursor.fetchall()
         chunks = sum(count or 0 for _, _, count in documents)
-        if not dimensions or _capacity(chunks) * (int(dimensions) * 4 + 16) > max_bytes:
+        if not dimensions or chunks * (int(dimensions) * 4 + 16) > max_bytes:
             return None, "too large"
-        processed = {doc_id: at for doc_id, at, _ in documents}
+        dimensions = int(dimensions)
+        folder = hostfile.directory(identity.tenant_id, identity.knowledge_base_id, identity.epoch)
+        processed = {doc_id: hostfile.iso(at) for doc_id, at, _ in documents}
         params = [knowledge_base.tenant_id, knowledge_base.pk, model, dimensions]
-        if held is None or held.stamp != stamp or held.documents is None:
-            ids, owners, vectors = _fetch(params, None, int(dimensions))
-            return _with_headroom(ids, owners, vectors, version, stamp, processed), "load"
-        same = [d for d, at in processed.items() if held.processed.get(d, _MISSING) == at]
-        kept = np.isin(held.documents, np.array(same, dtype=np.int64))
-        changed = [d for d in processed if held.processed.get(d, _MISSING) != processed[d]]
-        ids, owners, vectors = _fetch(params, changed, int(dimensions))
-        if kept.all():
-            if not len(ids):
-                return replace(held, version=version, processed=processed), "delta"
-            appended = _append(held, ids, owners, vectors, version, processed)
-            if appended is not None:
-                return appended, "delta"
-        ids = np.concatenate([held.ids[kept], ids])
-        owners = np.concatenate([held.documents[kept], owners])
-        vectors = np.concatenate([held.vectors[kept], vectors])
-        order = np.argsort(ids, kind="stable")
-        matrix = _with_headroom(
-            ids[order], owners[order], vectors[order], version, stamp, processed
+        source = "delta"
+        if (held is None or held.stamp != stamp) and hostfile.enabled():
+            base = hostfile.newest(folder, stamp, dimensions)
+            if base is not None:
+                held, source = _on_base(base, stamp), "file"
+        if held is None or held.stamp != stamp:
+            ids, owners, vectors = _fetch(params, None, dimensions)
+            return _stored(folder, stamp, version, ids, owners, vectors, processed), "load"
+        same = np.array(
+            [d for d, at in processed.items() if held.processed.get(d, _MISSING) == at],
+            dtype=np.int64,
         )
-        return matrix, "delta"
-
-
-def _capacity(rows: int) -> int:
-    """Rows allocated for a matrix of ``rows``: an eighth more (at least 256) to grow into."""
-    return rows + max(256, rows // 8)
-
-
-def _with_headroom(ids, owners, vectors, version, stamp, processed) -> VectorMatrix:
-    n = len(ids)
-    capacity = _capacity(n)
-    buffers = (
-        np.empty(capacity, dtype=np.int64),
-        np.empty(capacity, dtype=np.int64),
-        np.empty((capacity, vectors.shape[1]), dtype=np.float32),
+        changed = [d for d in processed if held.processed.get(d, _MISSING) != processed[d]]
+        ids, owners, vectors = _fetch(params, changed, dimensions)
+    base, *rest = held.parts
+    base = replace(base, live=_live(base, same))
+    kept = [replace(p, live=_live(p, same)) for p in rest]
+    extra = Part(*_merged([*kept, Part(ids, vectors, owners)], dimensions))
+    dead = 0 if base.live is None else len(base.ids) - int(base.live.sum())
+    matrix = VectorMatrix(
+        (base, extra) if len(extra.ids) else (base,),
+        version,
+        stamp,
+        processed,
+        held.base_name,
     )
-    buffers[0][:n], buffers[1][:n], buffers[2][:n] = ids, owners, vectors
-    return VectorMatrix(
-        buffers[0][:n], buffers[2][:n], version, stamp, buffers[1][:n], processed, buffers
-    )
+    if len(extra.ids) + dead > hostfile.REBASE_FRACTION * len(base.ids):
+        ids, owners, vectors = matrix.live_rows()
+        if not hostfile.enabled():  # one private part again
+            return VectorMatrix.of(ids, vectors, version, stamp, owners, processed), "rebase"
+        rebased = _written(folder, stamp, version, ids, owners, vectors, processed)
+        if rebased is not None:  # else another process is writing one: keep ours meanwhile
+            return rebased, "rebase"
+    return matrix, source
 
 
-def _append(held: VectorMatrix, ids, owners, vectors, version, processed) -> VectorMatrix | None:
-    """``held`` with rows added in its spare room, when they fit and keep ids ascending (new
-    chunks have the highest ids, so they normally do); None otherwise."""
-    n, m = len(held), len(held) + len(ids)
-    if held.buffers is None or m > len(held.buffers[0]) or (n and ids[0] <= held.ids[-1]):
+def _on_base(base: hostfile.Base, stamp: tuple) -> VectorMatrix:
+    part = Part(base.ids, base.vectors, base.documents, shared=True)
+    return VectorMatrix((part,), base.version, stamp, dict(base.processed), base.name)
+
+
+def _live(part: Part, same: np.ndarray) -> np.ndarray | None:
+    """The part's rows still valid: live before and of a document unchanged since."""
+    live = np.isin(part.documents, same) if part.documents is not None else None
+    if part.live is not None:
+        live = part.live if live is None else live & part.live
+    return None if live is None or live.all() else live
+
+
+def _merged(parts: list[Part], dimensions: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids ascending, vectors, document ids) of the live rows of private parts."""
+    ids, vectors, owners = [], [], []
+    for part in parts:
+        rows = part.rows(None)
+        take = slice(None) if rows is None else rows
+        ids.append(part.ids[take])
+        vectors.append(part.vectors[take])
+        owners.append(part.documents[take])
+    all_ids = np.concatenate(ids) if ids else np.empty(0, np.int64)
+    order = np.argsort(all_ids, kind="stable")
+    stacked = np.concatenate(vectors) if vectors else np.empty((0, dimensions), np.float32)
+    return all_ids[order], stacked[order], np.concatenate(owners)[order]
+
+
+def _stored(folder, stamp, version, ids, owners, vectors, processed) -> VectorMatrix:
+    """A matrix of these rows: on a host file when host files are on and this process may
+    write it now, else in this process's memory."""
+    if hostfile.enabled():
+        written = _written(folder, stamp, version, ids, owners, vectors, processed)
+        if written is not None:
+            return written
+    return VectorMatrix.of(ids, vectors, version, stamp, owners, processed)
+
+
+def _written(folder, stamp, version, ids, owners, vectors, processed) -> VectorMatrix | None:
+    try:
+        base = hostfile.write(folder, stamp, version, ids, owners, vectors, processed)
+    except OSError as exc:
+        logger.warning("vector base in %s not written (%s); keeping it in memory", folder, exc)
         return None
-    all_ids, all_owners, all_vectors = held.buffers
-    all_ids[n:m], all_owners[n:m], all_vectors[n:m] = ids, owners, vectors
-    return VectorMatrix(
-        all_ids[:m], all_vectors[:m], version, held.stamp, all_owners[:m], processed, held.buffers
-    )
+    return _on_base(base, stamp) if base is not None else None
 
 
 _MISSING = object()
@@ -338,5 +443,10 @@ def get_matrix_cache() -> MatrixCache:
     if _cache is None:
         with _cache_lock:
             if _cache is None:
-                _cache = MatrixCache(settings.VECTOR_L1_MAX_BYTES)
+                limit = (
+                    settings.VECTOR_HOST_MAX_BYTES
+                    if settings.VECTOR_HOST_FILES
+                    else settings.VECTOR_L1_MAX_BYTES
+                )
+                _cache = MatrixCache(settings.VECTOR_L1_MAX_BYTES, limit)
     return _cache

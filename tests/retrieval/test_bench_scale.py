@@ -130,3 +130,16 @@ def test_bench_coldstart_times_a_new_web_process_warm_and_cold():
     for key in ("first_query_ms", "during_warm_query_ms", "cold_first_query_ms"):
         assert result[key] > 0
     assert counts() == before
+
+
+def test_bench_hostmem_reads_each_workers_memory_with_and_without_host_files():
+    before = counts()
+    result = bench("hostmem", "--chunks", "2000", "--workers", "2")
+    shared, private = result["host_files"], result["private"]
+    assert len(shared["per_worker"]) == len(private["per_worker"]) == 2
+    # Both workers map the vector file; the page cache holds it once, so their PSS of it sums
+    # to about one copy, and nothing like it grows privately.
+    assert all(w["vector_rss_bytes"] > 0 for w in shared["per_worker"])
+    assert 0 < shared["vector_pss_bytes"] <= 1.2 * result["one_copy_bytes"]
+    assert private["vector_pss_bytes"] == 0  # without host files nothing is mapped
+    assert counts() == before

@@ -15,6 +15,7 @@ from knowledge.services.processing import process_document
 from retrieval.bm25store.store import identity_of
 from retrieval.search import RAGService
 from retrieval.search.types import SearchFilters
+from retrieval.vector import hostfile
 from retrieval.vector.hnsw import exact_vector_search
 from retrieval.vector.matrix import MatrixCache, VectorMatrix, get_matrix_cache, top
 from tests.conftest import at_once
@@ -152,28 +153,78 @@ def test_saving_the_knowledge_base_row_reloads_in_full(kb):
 
 def test_a_knowledge_base_too_large_for_the_budget_is_left_to_hnsw(kb):
     one_row = 32 * 4 + 16  # the vector, its chunk id and document id
-    rows = kb.chunks.count() + 256  # with room to grow
+    rows = kb.chunks.count()
     assert MatrixCache(one_row * rows - 1).get(kb) is None
     cache = MatrixCache(one_row * rows)
     assert cache.get(kb).source == "load"
     assert cache.get(kb).source == "l1"  # kept: what fits the check fits the cache
 
 
-def test_appending_documents_writes_into_spare_room_without_copying(kb):
+def test_a_change_keeps_the_shared_base_and_holds_only_the_changed_rows(kb):
     cache = MatrixCache(10**8)
     first = cache.get(kb).matrix
+    (base,) = first.parts
+    assert base.shared and first.nbytes == 0  # every row is on the host file
     bump_index_version(kb)
     unchanged = cache.get(kb)
-    assert unchanged.source == "delta" and unchanged.matrix.vectors is first.vectors
+    assert unchanged.source == "delta" and unchanged.matrix.parts[0].vectors is base.vectors
     add_document(kb, "more.txt", "belt motor gear")
     kb.refresh_from_db()
     grown = cache.get(kb).matrix
-    assert len(grown) > len(first)
-    assert np.shares_memory(grown.vectors, first.vectors)
-    np.testing.assert_array_equal(grown.vectors[: len(first)], first.vectors)
+    shared, private = grown.parts
+    assert shared.vectors is base.vectors and not private.shared
+    assert len(private.ids) == 1 and len(grown) == len(first) + 1
+    assert grown.nbytes == private.private_bytes  # what this process holds: the new row
     fresh = MatrixCache(10**8).get(kb).matrix
     np.testing.assert_array_equal(grown.ids, fresh.ids)
     np.testing.assert_array_equal(grown.vectors, fresh.vectors)
+
+
+def test_a_second_process_maps_the_file_the_first_wrote(kb):
+    first = MatrixCache(10**8).get(kb)
+    assert first.source == "load" and first.matrix.base_name
+    other = MatrixCache(10**8).get(kb)  # another process: its own cache, the same host
+    assert other.source == "file" and other.matrix.base_name == first.matrix.base_name
+    assert other.matrix.parts[0].shared
+    vector = embed(kb, "steam oil filter")
+    assert other.matrix.search(vector, 5) == first.matrix.search(vector, 5)
+
+
+def test_many_changes_rewrite_the_base_and_remove_the_old_file(kb, settings):
+    cache = MatrixCache(10**8)
+    first = cache.get(kb).matrix
+    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
+    for n in range(4):  # past REBASE_FRACTION of the base's rows
+        add_document(kb, f"extra-{n}.txt", f"valve {n} pressure gauge")
+    kb.refresh_from_db()
+    handle = cache.get(kb)
+    assert handle.source == "rebase" and handle.matrix.base_name != first.base_name
+    assert len(handle.matrix.parts) == 1 and handle.matrix.parts[0].shared
+    assert sorted(p.name.split(".")[0] for p in folder.glob("*.json")) == [handle.matrix.base_name]
+    fresh = MatrixCache(10**8).get(kb).matrix
+    np.testing.assert_array_equal(handle.matrix.ids, fresh.ids)
+
+
+def test_a_damaged_or_mismatching_file_is_ignored_and_replaced(kb):
+    written = MatrixCache(10**8).get(kb).matrix
+    expected = written.vectors  # a copy: the mapped file is damaged in place below
+    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
+    vectors = folder / f"{written.base_name}.vec.npy"
+    vectors.write_bytes(vectors.read_bytes()[:-64])  # truncated
+    again = MatrixCache(10**8).get(kb)
+    assert again.source == "load"  # not trusted: fetched from the database, written anew
+    np.testing.assert_array_equal(again.matrix.vectors, expected)
+
+
+def test_without_host_files_the_matrix_is_private(kb, settings):
+    settings.VECTOR_HOST_FILES = False
+    cache = MatrixCache(10**8)
+    matrix = cache.get(kb).matrix
+    assert not matrix.parts[0].shared and matrix.nbytes > 0
+    add_document(kb, "more.txt", "belt motor gear")
+    kb.refresh_from_db()
+    grown = cache.get(kb).matrix
+    np.testing.assert_array_equal(grown.ids, MatrixCache(10**8).get(kb).matrix.ids)
 
 
 def test_service_searches_exactly_from_memory_and_says_so(kb):
@@ -220,7 +271,7 @@ def test_a_poisoned_matrix_cannot_surface_another_tenants_chunk(kb):
     cache = get_matrix_cache()
     honest = cache.get(kb).matrix
     vector = np.asarray(embed(kb, "pump seal"), dtype=np.float32)
-    poisoned = VectorMatrix(
+    poisoned = VectorMatrix.of(
         np.append(honest.ids, secret.pk),
         np.vstack([honest.vectors, vector / np.linalg.norm(vector)]),
         honest.version,
@@ -237,7 +288,7 @@ def test_a_poisoned_matrix_cannot_surface_another_tenants_chunk(kb):
 
 
 def test_queries_the_matrix_cannot_answer():
-    matrix = VectorMatrix(
+    matrix = VectorMatrix.of(
         np.array([1, 2]), np.eye(2, dtype=np.float32), version=1, stamp=("", "", "", 2)
     )
     assert matrix.search([0.0, 0.0], 5) == []

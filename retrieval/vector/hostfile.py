@@ -1,0 +1,196 @@
+"""A knowledge base's vector matrix as files under RAG_DATA_DIR, memory-mapped by every process.
+
+Four gunicorn workers that each load a 300k-chunk matrix hold four private copies (442 MB
+each). Written once to disk and mapped read-only, the same pages sit once in the host's page
+cache and every process maps them: the matrix is held once per host.
+
+A **base** is the matrix at one version, written by whichever process needs it first:
+``<VECTOR_HOST_DIR>/<tenant>/<kb>-<epoch>/<stamp>-v<version>.{ids,docs,vec}.npy`` plus a
+``.json`` written last (its presence says the base is complete): the version, the knowledge
+base row's stamp (updated_at, provider, model, dimension: a different stamp means other
+vectors) and each document's ``processed_at``. Every file is written under a temporary name in
+the same directory, flushed and renamed into place (atomic on POSIX), so a reader never maps a
+half-written file. Arrays are plain ``.npy`` read with ``allow_pickle=False``; the path is made
+of integers from the knowledge base row, never of input.
+
+A base is never trusted beyond what the database says: the matrix built on it drops every row
+whose document is not among the knowledge base's searchable documents with the same
+``processed_at`` now, and fetches the rest (``retrieval.vector.matrix.load``). A base whose
+files do not match (shape, sizes) is ignored and replaced. Rows changed since a base stay in
+each process's private memory until they pass ``REBASE_FRACTION`` of the base; then one process
+(a non-blocking lock per knowledge base: the others keep their private rows meanwhile) writes a
+new base and deletes older ones (unlinking a mapped file is safe on Linux: mappings stay valid
+until unmapped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+# A process rewrites the base once its private rows (changed since) or the base's dead rows
+# pass this fraction of the base.
+REBASE_FRACTION = 0.1
+
+
+@dataclass(frozen=True)
+class Base:
+    name: str
+    version: int
+    ids: np.ndarray  # int64, ascending (memory-mapped)
+    documents: np.ndarray  # int64 (memory-mapped)
+    vectors: np.ndarray  # float32 (rows, dimensions), unit rows (memory-mapped)
+    processed: dict[int, str]  # document id -> processed_at (isoformat) at that version
+
+
+def enabled() -> bool:
+    return bool(settings.VECTOR_HOST_FILES)
+
+
+def directory(tenant_id: int, knowledge_base_id: int, epoch: int) -> Path:
+    return (
+        Path(settings.VECTOR_HOST_DIR)
+        / str(int(tenant_id))
+        / (f"{int(knowledge_base_id)}-{int(epoch)}")
+    )
+
+
+def stamp_key(stamp: tuple) -> str:
+    return hashlib.sha256(repr(tuple(str(part) for part in stamp)).encode()).hexdigest()[:16]
+
+
+def newest(folder: Path, stamp: tuple, dimensions: int) -> Base | None:
+    """The newest complete base of this stamp in ``folder``, mapped; None if there is none
+    that checks out."""
+    key = stamp_key(stamp)
+    candidates = []
+    for meta in folder.glob(f"{key}-v*.json") if folder.is_dir() else ():
+        try:
+            candidates.append((int(meta.stem.rsplit("-v", 1)[1]), meta))
+        except ValueError:
+            continue
+    for version, meta in sorted(candidates, reverse=True):
+        base = _open(meta, version, dimensions)
+        if base is not None:
+            return base
+    return None
+
+
+def _open(meta: Path, version: int, dimensions: int) -> Base | None:
+    stem = meta.with_suffix("")
+    try:
+        header = json.loads(meta.read_text())
+        ids = np.load(f"{stem}.ids.npy", mmap_mode="r", allow_pickle=False)
+        documents = np.load(f"{stem}.docs.npy", mmap_mode="r", allow_pickle=False)
+        vectors = np.load(f"{stem}.vec.npy", mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        logger.warning("vector base %s unreadable (%s); ignoring it", stem, exc)
+        return None
+    rows = int(header.get("rows", -1))
+    if (
+        header.get("version") != version
+        or ids.dtype != np.int64
+        or documents.dtype != np.int64
+        or vectors.dtype != np.float32
+        or ids.shape != (rows,)
+        or documents.shape != (rows,)
+        or vectors.shape != (rows, dimensions)
+    ):
+        logger.warning("vector base %s does not match its header; ignoring it", stem)
+        return None
+    processed = {int(k): v for k, v in header.get("processed", {}).items()}
+    return Base(stem.name, version, ids, documents, vectors, processed)
+
+
+def write(
+    folder: Path,
+    stamp: tuple,
+    version: int,
+    ids: np.ndarray,
+    documents: np.ndarray,
+    vectors: np.ndarray,
+    processed: dict[int, Any],
+) -> Base | None:
+    """Write a base unless another process is writing one for this knowledge base (then None:
+    keep the rows in memory this time), map it back, and delete older bases."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with _writer_lock(folder) as locked:
+        if not locked:
+            return None
+        stem = folder / f"{stamp_key(stamp)}-v{version}"
+        for suffix, array in (("ids", ids), ("docs", documents), ("vec", vectors)):
+            _write_atomically(Path(f"{stem}.{suffix}.npy"), np.ascontiguousarray(array))
+        header = {
+            "version": version,
+            "rows": len(ids),
+            "stamp": [str(part) for part in stamp],
+            "processed": {str(k): iso(v) for k, v in processed.items()},
+        }
+        _write_atomically(stem.with_suffix(".json"), json.dumps(header).encode())
+        base = _open(stem.with_suffix(".json"), version, int(vectors.shape[1]))
+        if base is not None:
+            _remove_older(folder, keep=stem.name)
+        return base
+
+
+def iso(value: Any) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _write_atomically(path: Path, data: np.ndarray | bytes) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as handle:
+        if isinstance(data, bytes):
+            handle.write(data)
+        else:
+            np.save(handle, data, allow_pickle=False)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+@contextlib.contextmanager
+def _writer_lock(folder: Path):
+    with open(folder / ".lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remove_older(folder: Path, keep: str) -> None:
+    for path in folder.iterdir():
+        if path.name.startswith(".") or path.name.startswith(f"{keep}."):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def forget(tenant_id: int, knowledge_base_id: int, epoch: int) -> None:
+    """Remove a deleted knowledge base's files (processes that map them keep their pages)."""
+    shutil.rmtree(directory(tenant_id, knowledge_base_id, epoch), ignore_errors=True)
+
+
+def host_bytes() -> int:
+    """Bytes of every vector file on this host (what the page cache holds once for all
+    processes)."""
+    root = Path(settings.VECTOR_HOST_DIR)
+    return sum(p.stat().st_size for p in root.rglob("*.vec.npy")) if root.is_dir() else 0
