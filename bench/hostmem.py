@@ -132,8 +132,10 @@ def _smaps(pid: int) -> dict[str, int]:
         fields = line.split()
         if not fields:
             continue
-        if not fields[0].endswith(":") or len(fields) > 3:  # a mapping's header line
+        if not fields[0].endswith(":"):  # a mapping's header line: address range ... path
             vector = line.rstrip().endswith(".vec.npy")
+            continue
+        if len(fields) != 3 or fields[2] != "kB":  # VmFlags and the like
             continue
         name, value = fields[0][:-1], int(fields[1]) * 1024
         if name == "Rss":
