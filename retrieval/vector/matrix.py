@@ -114,6 +114,7 @@ class VectorMatrix:
     stamp: tuple  # the knowledge base row's (updated_at, provider, model, dimensions)
     processed: dict[int, Any] = field(default_factory=dict)  # document id -> processed_at
     base_name: str = ""  # the host file of the shared part, if any
+    base_version: int = -1  # ... and the version it was written at
 
     @classmethod
     def of(
@@ -342,11 +343,16 @@ def load(
         stamp,
         processed,
         held.base_name,
+        held.base_version,
     )
     if len(extra.ids) + dead > hostfile.REBASE_FRACTION * len(base.ids):
         ids, owners, vectors = matrix.live_rows()
         if not hostfile.enabled():  # one private part again
             return VectorMatrix.of(ids, vectors, version, stamp, owners, processed), "rebase"
+        newer = hostfile.newest(folder, stamp, dimensions)
+        if newer is not None and newer.version > held.base_version:
+            # Another process of the host wrote a newer base: take it up instead of a third.
+            return load(knowledge_base, _on_base(newer, stamp), max_bytes)[0], "file"
         rebased = _written(folder, stamp, version, ids, owners, vectors, processed)
         if rebased is not None:  # else another process is writing one: keep ours meanwhile
             return rebased, "rebase"
@@ -355,7 +361,9 @@ def load(
 
 def _on_base(base: hostfile.Base, stamp: tuple) -> VectorMatrix:
     part = Part(base.ids, base.vectors, base.documents, shared=True)
-    return VectorMatrix((part,), base.version, stamp, dict(base.processed), base.name)
+    return VectorMatrix(
+        (part,), base.version, stamp, dict(base.processed), base.name, base.version
+    )
 
 
 def _live(part: Part, same: np.ndarray) -> np.ndarray | None:

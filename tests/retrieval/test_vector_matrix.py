@@ -205,6 +205,21 @@ def test_many_changes_rewrite_the_base_and_remove_the_old_file(kb, settings):
     np.testing.assert_array_equal(handle.matrix.ids, fresh.ids)
 
 
+def test_a_process_takes_up_the_newer_base_another_one_wrote(kb):
+    one, other = MatrixCache(10**8), MatrixCache(10**8)
+    one.get(kb)
+    other.get(kb)
+    for n in range(4):  # past REBASE_FRACTION of the base's rows
+        add_document(kb, f"extra-{n}.txt", f"valve {n} pressure gauge")
+    kb.refresh_from_db()
+    rebased = other.get(kb)
+    assert rebased.source == "rebase"
+    taken_up = one.get(kb)
+    assert taken_up.source == "file"  # not a third base: the one the other process wrote
+    assert taken_up.matrix.base_name == rebased.matrix.base_name
+    np.testing.assert_array_equal(taken_up.matrix.ids, rebased.matrix.ids)
+
+
 def test_a_damaged_or_mismatching_file_is_ignored_and_replaced(kb):
     written = MatrixCache(10**8).get(kb).matrix
     expected = written.vectors  # a copy: the mapped file is damaged in place below
