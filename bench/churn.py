@@ -37,14 +37,13 @@ from django.utils import timezone
 
 from bench import corpus
 from bench.ingest import _workers
-from bench.search import percentiles
+from bench.search import percentiles, vector_index_around_fill
 from bench.throwaway import throwaway_tenants
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Document
 from knowledge.services.documents import create_document, delete_document
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.search import RAGService
-from retrieval.vector.hnsw import ensure_vector_index
 
 WINDOW_S = 10.0
 PROBE_POLL_S = 0.02
@@ -66,7 +65,7 @@ def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
             f"--chunks must be at least {corpus.CHUNKS_PER_DOCUMENT}; --docs-per-s, --seconds "
             "and --clients must be positive"
         )
-    with throwaway_tenants("churn") as (tenant,):
+    with vector_index_around_fill() as build_index, throwaway_tenants("churn") as (tenant,):
         kb = create_knowledge_base(
             tenant=tenant,
             name="churn bench",
@@ -78,7 +77,7 @@ def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
         target = corpus.Target(kb, n)
         corpus.create_documents(target)
         samples = corpus.fill([target], vocab, seed=options["seed"])[kb.pk]
-        ensure_vector_index(corpus.DIMENSIONS)
+        build_index()
         setup_s = time.perf_counter() - started
         queries = _queries(vocab, samples, options["seed"])
         service = RAGService(tenant)

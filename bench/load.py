@@ -35,11 +35,10 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from bench import corpus
-from bench.search import percentiles
+from bench.search import percentiles, vector_index_around_fill
 from bench.throwaway import throwaway_tenants
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.services.knowledge_bases import create_knowledge_base
-from retrieval.vector.hnsw import ensure_vector_index
 from tenancy.models import ApiKey
 from tenancy.services import create_api_key
 
@@ -93,7 +92,7 @@ def _knowledge_base(chunks: int, seed: int, embedding: EmbeddingConfig | None = 
     """A throwaway knowledge base of synthetic chunks (``hash`` vectors of corpus.DIMENSIONS;
     ``embedding`` may name another model of that dimension, whose queries then cost what that
     model costs), a read key, and queries."""
-    with throwaway_tenants("load") as (tenant,):
+    with vector_index_around_fill() as build_index, throwaway_tenants("load") as (tenant,):
         kb = create_knowledge_base(
             tenant=tenant,
             name="load bench",
@@ -104,7 +103,7 @@ def _knowledge_base(chunks: int, seed: int, embedding: EmbeddingConfig | None = 
         target = corpus.Target(kb, chunks)
         corpus.create_documents(target)
         samples = corpus.fill([target], vocab, seed=seed)[kb.pk]
-        ensure_vector_index(corpus.DIMENSIONS)
+        build_index()
         _, key = create_api_key(tenant=tenant, name="load bench", scopes=[ApiKey.Scope.READ])
         rng = np.random.default_rng([seed, 4])
         queries = []

@@ -167,6 +167,22 @@ def _drop_vector_index_if_unused() -> None:
             _drop_vector_index()
 
 
+@contextmanager
+def vector_index_around_fill():
+    """For a benchmark that bulk-fills 384-d chunks: the HNSW index of that dimension is
+    dropped first if no chunk uses it (else the COPY would insert every row into the graph one
+    at a time), the caller builds it after its fill with the function yielded, and it is
+    dropped again at the end when the run leaves no chunk of that dimension and it was not
+    there before. Enter it outside the throwaway tenants, so it ends after they are gone."""
+    existed = _vector_index_exists()
+    _drop_vector_index_if_unused()
+    try:
+        yield _build_vector_index
+    finally:
+        if not existed:
+            _drop_vector_index_if_unused()
+
+
 def _drop_vector_index() -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"DROP INDEX IF EXISTS {index_name(corpus.DIMENSIONS)}")
