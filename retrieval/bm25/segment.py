@@ -175,10 +175,16 @@ class Segment:
     def document_frequencies(self, live: np.ndarray | None = None) -> np.ndarray:
         """Per local term, how many of this segment's documents hold it (only those where
         `live` is True, when given)."""
+        df = np.diff(self.offsets)
         if live is None:
-            return np.diff(self.offsets)
-        term_of_posting = np.repeat(np.arange(len(self.terms)), np.diff(self.offsets))
-        return np.bincount(term_of_posting[live[self.post_docs]], minlength=len(self.terms))
+            return df
+        # Subtract the deleted documents' postings (few) instead of counting the live ones
+        # (all): one gather over the postings, then work on the dead ones only.
+        dead_postings = np.flatnonzero((~live)[self.post_docs])
+        if not dead_postings.size:
+            return df
+        terms = np.searchsorted(self.offsets, dead_postings, side="right") - 1
+        return df - np.bincount(terms, minlength=len(self.terms))
 
     def postings_of(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         """(local document positions, term frequencies) of a term, or None if absent."""

@@ -27,7 +27,8 @@ runs out. A get that has an older complete view (in L1 or stored) waits only
 ``BM25_STALE_WAIT_S`` and then answers from that older view (the handle says ``stale``) rather
 than queue behind another process's build; without one it waits up to ``BM25_BUILD_WAIT_S``.
 Within a process, concurrent gets of the same knowledge base that miss L1 are single-flight:
-one composes the view, the others wait for it instead of composing it again.
+one composes (or builds) the view; the others answer from the view this process already holds
+(``stale``, milliseconds behind) or, holding none, wait for it instead of composing it again.
 """
 
 from __future__ import annotations
@@ -235,7 +236,15 @@ class BM25Store:
         hit = self._l1_get(attempt)
         if hit is not None:
             return self._handle(attempt, Tier.L1, hit)
-        with self._flight(knowledge_base.pk):
+        flight = self._flight(knowledge_base.pk)
+        if not flight.acquire(blocking=False):
+            # Another thread is composing (or building) the new view: answer from the one
+            # held until it is there (milliseconds behind) rather than queue behind it.
+            held = self.l1.peek(attempt.identity) if allow_stale else None
+            if held is not None:
+                return self._handle(attempt, Tier.L1, held, stale=held.version < attempt.current)
+            flight.acquire()
+        try:
             hit = self._l1_get(attempt)  # another thread's work
             if hit is not None:
                 return self._handle(attempt, Tier.L1, hit)
@@ -243,6 +252,8 @@ class BM25Store:
             if found is not None:
                 return found
             return self._build_or_wait(attempt, allow_stale)
+        finally:
+            flight.release()
 
     def _l1_get(self, attempt: _Attempt) -> View | None:
         hit = self.l1.get(attempt.identity, attempt.current, drop_older=False)
