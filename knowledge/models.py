@@ -290,6 +290,9 @@ class Chunk(models.Model):
         indexes = [
             models.Index(fields=["tenant", "knowledge_base"], name="chunk_tenant_kb"),
             models.Index(fields=["knowledge_base", "id"], name="chunk_kb_id"),
+            # A document's chunks: deleting or reprocessing it, BM25 deltas and the vector
+            # matrix's delta fetch them; without it each is a scan of the knowledge base.
+            models.Index(fields=["document", "position"], name="chunk_document_position"),
             GinIndex(fields=["metadata"], name="chunk_metadata_gin"),
         ]
 

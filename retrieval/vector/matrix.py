@@ -225,7 +225,7 @@ class MatrixHandle:
     """A matrix and how this search got it, for the trace."""
 
     matrix: VectorMatrix
-    source: str  # "l1", "delta" or "load"
+    source: str  # l1, held (older, another thread loads), delta, load, file, rebase
     load_ms: float
 
     def trace(self) -> dict[str, Any]:
@@ -262,7 +262,15 @@ class MatrixCache:
         if held is not None and held.version >= wanted and _stamp(knowledge_base) == held.stamp:
             self.lru.get(identity, wanted)  # mark as recently used
             return MatrixHandle(held, "l1", (time.perf_counter() - started) * 1000)
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            # Another thread is loading: a matrix of this knowledge base's vectors (same stamp)
+            # held from a version before answers meanwhile (rows of documents changed since
+            # are dropped or added milliseconds later; hydration never returns a row that is
+            # no longer searchable).
+            if held is not None and _stamp(knowledge_base) == held.stamp:
+                return MatrixHandle(held, "held", (time.perf_counter() - started) * 1000)
+            self._lock.acquire()
+        try:
             held = self.lru.peek(identity)  # another thread may have loaded it meanwhile
             if held is not None and held.version >= wanted and _stamp(knowledge_base) == held.stamp:
                 return MatrixHandle(held, "l1", (time.perf_counter() - started) * 1000)
@@ -273,6 +281,8 @@ class MatrixCache:
                 return None
             self._too_large.pop(knowledge_base.pk, None)
             self.lru.put(identity, matrix.version, matrix)
+        finally:
+            self._lock.release()
         return MatrixHandle(matrix, source, (time.perf_counter() - started) * 1000)
 
     def discard(self, knowledge_base_id: int) -> None:
@@ -361,9 +371,7 @@ def load(
 
 def _on_base(base: hostfile.Base, stamp: tuple) -> VectorMatrix:
     part = Part(base.ids, base.vectors, base.documents, shared=True)
-    return VectorMatrix(
-        (part,), base.version, stamp, dict(base.processed), base.name, base.version
-    )
+    return VectorMatrix((part,), base.version, stamp, dict(base.processed), base.name, base.version)
 
 
 def _live(part: Part, same: np.ndarray) -> np.ndarray | None:
