@@ -276,7 +276,8 @@ def _matrix_load(kb: KnowledgeBase) -> dict[str, Any]:
     return {
         "vector_index": "exact",
         "vector_matrix_load_s": round(time.perf_counter() - started, 2),
-        "vector_matrix_bytes": handle.matrix.nbytes,
+        "vector_matrix_bytes": handle.matrix.total_bytes,  # one copy, shared or not
+        "vector_matrix_private_bytes": handle.matrix.nbytes,  # what this process holds alone
     }
 
 

@@ -139,6 +139,12 @@ class VectorMatrix:
     def shared_bytes(self) -> int:
         return sum(part.vectors.nbytes for part in self.parts if part.shared)
 
+    @property
+    def total_bytes(self) -> int:
+        """Every array of the matrix, private or shared: its size as one copy."""
+        arrays = [a for p in self.parts for a in (p.ids, p.vectors, p.documents, p.live)]
+        return int(sum(a.nbytes for a in arrays if a is not None))
+
     def __len__(self) -> int:
         return sum(len(part) for part in self.parts)
 
