@@ -21,6 +21,7 @@ import logging
 import threading
 from collections.abc import Sequence
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from knowledge.selectors import searchable_chunk_sql
@@ -63,12 +64,15 @@ def ensure_vector_index(dimensions: int) -> bool:
         return not exists
 
 
-EF_SEARCH_MIN = 40
+ITERATIVE_SCAN = "relaxed_order"
 
 
-def ef_search(limit: int) -> int:
-    """The HNSW candidate list size for a search wanting ``limit`` rows."""
-    return max(EF_SEARCH_MIN, int(limit))
+def ef_search(limit: int, wanted: int | None = None) -> int:
+    """The HNSW candidate list size for a search wanting ``limit`` rows: ``wanted`` (else
+    ``RAG_HNSW_EF_SEARCH``), and never fewer than the rows asked for. Why the default is what
+    it is: docs/performance.md, "Which path serves which size"."""
+    base = settings.RAG_HNSW_EF_SEARCH if wanted is None else wanted
+    return max(1, int(base), int(limit))
 
 
 def vector_search(
@@ -80,8 +84,10 @@ def vector_search(
     query_vector: Sequence[float],
     limit: int,
     filters: SearchFilters,
+    ef: int | None = None,
 ) -> list[tuple[int, float]]:
-    """Up to ``limit`` (chunk id, cosine similarity), most similar first, ties by chunk id."""
+    """Up to ``limit`` (chunk id, cosine similarity), most similar first, ties by chunk id.
+    ``ef`` overrides ``RAG_HNSW_EF_SEARCH`` (benchmarks sweep it)."""
     dims = int(dimensions)
     where, params = filter_sql(filters, knowledge_base_id)
     literal = "[" + ",".join(repr(float(x)) for x in query_vector) + "]"
@@ -95,11 +101,14 @@ def vector_search(
         "ORDER BY distance LIMIT %s"
     )
     with transaction.atomic(), connection.cursor() as cursor:
-        # SET LOCAL: these scan settings end with this transaction (one round trip for both;
-        # ef_search is an int, so it can be part of the statement).
+        # SET LOCAL: these scan settings end with this transaction (one round trip for all;
+        # they are ints and a constant, so they can be part of the statement). relaxed_order:
+        # with filters the scan goes on past ef_search until enough rows pass them (or
+        # max_scan_tuples were visited); the rows are sorted exactly below.
         cursor.execute(
-            "SET LOCAL hnsw.iterative_scan = relaxed_order; "
-            f"SET LOCAL hnsw.ef_search = {ef_search(limit)}"
+            f"SET LOCAL hnsw.iterative_scan = {ITERATIVE_SCAN}; "
+            f"SET LOCAL hnsw.ef_search = {ef_search(limit, ef)}; "
+            f"SET LOCAL hnsw.max_scan_tuples = {int(settings.RAG_HNSW_MAX_SCAN_TUPLES)}"
         )
         cursor.execute(sql, [literal, tenant_id, knowledge_base_id, model, *params, limit])
         rows = cursor.fetchall()
