@@ -13,9 +13,10 @@ the table.
   the textbook dict-and-sort implementation, checking both give the same order.
 - ``ocr [--pages N]``: character accuracy of OCR on N scanned pages per language (Chinese,
   English) rendered from known text, and pages per minute on this machine.
-- ``search --chunks N``, ``load --clients C --seconds S``, ``ingest --docs N`` and
-  ``growth --sizes ...``: search latency and recall at scale, the HTTP API under load,
-  ingestion through Celery workers, cost against corpus size.
+- ``search --chunks N [--vectors realistic|hash]``, ``load --clients C --seconds S``,
+  ``ingest --docs N`` and ``growth --sizes ...``: search latency and recall at scale (HNSW's
+  at several ef_search values, on vectors shaped like real embeddings by default), the HTTP API
+  under load, ingestion through Celery workers, cost against corpus size.
 - ``mcp --clients C --seconds S``: the MCP endpoint under load, beside REST search in the same
   run (requests, errors, p50/p95/p99).
 - ``churn --chunks N --docs-per-s R --seconds S``: searches (8 clients) while documents are

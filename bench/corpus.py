@@ -11,11 +11,13 @@ would have stored for their text:
   analyser per chunk, and a query made of a chunk's words analyses to the same tokens.
 - Word frequencies follow Zipf's law (exponent 1) over the vocabulary, chunk lengths a gamma
   distribution around ``MEAN_WORDS``, everything from one seeded numpy Generator.
-- Embeddings are the ``hash`` provider's (``knowledge/embeddings/hashing.py``) for that
+- Embeddings are, by default, the ``hash`` provider's (``knowledge/embeddings/hashing.py``) for that
   content, computed in bulk with numpy: each token's bucket and sign come from the same
   blake2b digest, then one scatter-add and normalisation per batch. They are equal to what
   ``HashEmbedder.embed_documents`` returns (checked by ``check_embeddings``), so the query
   vectors that the real embedder computes at search time meet them as they would in production.
+  ``fill(..., vectors=...)`` writes vectors drawn by ``bench.realistic`` instead (the structure
+  of real embeddings; the words and tokens are the same either way).
 
 Documents are created ``ready`` with 20 chunks each.
 """
@@ -24,8 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -165,6 +167,7 @@ class Target:
     chunks: int
     filled: int = 0
     document_ids: list[int] | None = None
+    sample_vectors: list[np.ndarray] = field(default_factory=list)  # of the sampled chunks
 
 
 def create_documents(target: Target) -> None:
@@ -204,13 +207,21 @@ _TYPES = [
 ]  # fmt: skip
 
 
-def fill(targets: list[Target], vocab: Vocabulary, seed: int = 7) -> dict[int, list[list[int]]]:
+VectorSource = Callable[[np.random.Generator, int], np.ndarray]
+
+
+def fill(
+    targets: list[Target], vocab: Vocabulary, seed: int = 7, vectors: VectorSource | None = None
+) -> dict[int, list[list[int]]]:
     """Write every target's chunks, interleaved batch by batch (as uploads to several knowledge
     bases would be). Returns, per knowledge base, the word ranks of its first chunks (enough to
-    draw queries from)."""
+    draw queries from); their vectors go to each target's ``sample_vectors``. ``vectors(rng,
+    n)`` draws n chunk vectors in place of the text's hash embeddings (from a Generator of its
+    own, so the text is the same either way)."""
     from pgvector.psycopg import register_vector
 
     rng = np.random.default_rng(seed)
+    vector_rng = np.random.default_rng([seed, 3])
     connection.ensure_connection()
     raw = connection.connection
     register_vector(raw)
@@ -229,7 +240,11 @@ def fill(targets: list[Target], vocab: Vocabulary, seed: int = 7) -> dict[int, l
                     3, np.rint(rng.gamma(4.0, MEAN_WORDS / 4.0, size=size))
                 ).astype(np.int64)
                 ranks = vocab.draw(rng, int(lengths.sum()))
-                vectors = embed_batch(vocab, lengths, ranks)
+                batch_vectors = (
+                    embed_batch(vocab, lengths, ranks)
+                    if vectors is None
+                    else vectors(vector_rng, size)
+                )
                 ends = np.cumsum(lengths).tolist()
                 starts = [0, *ends[:-1]]
                 flat_words = words[ranks].tolist()
@@ -249,6 +264,7 @@ def fill(targets: list[Target], vocab: Vocabulary, seed: int = 7) -> dict[int, l
                         content = " ".join(flat_words[starts[i] : ends[i]])
                         if len(sample) < 2000:
                             sample.append(chunk_ranks)
+                            target.sample_vectors.append(batch_vectors[i])
                         copy.write_row(
                             (
                                 kb.tenant_id,
@@ -258,7 +274,7 @@ def fill(targets: list[Target], vocab: Vocabulary, seed: int = 7) -> dict[int, l
                                 content,
                                 [token_of[r] for r in chunk_ranks],
                                 ANALYZER_VERSION,
-                                vectors[i],
+                                batch_vectors[i],
                                 kb.embedding_model,
                                 DIMENSIONS,
                                 0,

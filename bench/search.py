@@ -1,14 +1,25 @@
 """``bench search --chunks N``: service-level search latency on a synthetic knowledge base.
 
-A throwaway tenant gets a knowledge base of N chunks (``hash`` embeddings, 384 dimensions; see
-``bench.corpus``) beside a second knowledge base of N chunks, and another tenant
-gets N more: the knowledge base searched is a third of the rows, the HNSW index and the table.
+A throwaway tenant gets a knowledge base of N chunks (384 dimensions; see ``bench.corpus``)
+beside a second knowledge base of N chunks, and another tenant gets N more: the knowledge base
+searched is a third of the rows, the HNSW index and the table.
+
+Vectors (``--vectors``): ``realistic`` (the default) draws them from a mixture fitted to the
+local model's embeddings of real text (``bench.realistic``), the knowledge bases record that
+model, and each query's vector is drawn near the chunk its words come from and put in the
+query-embedding cache under the query's text, so the service searches with it; ``hash`` stores
+the ``hash`` provider's embeddings of each chunk's text, and the service embeds queries itself.
 Then, with warm caches (BM25 index in L1, query embeddings in Redis, PostgreSQL buffers), every
 query runs through ``RAGService.search`` in hybrid, keyword and vector modes (interleaved, so a
 burst of load on the machine hits all three alike) and the wall time of each call is recorded.
 
 Beside the service, in the same run:
 
+- HNSW on these vectors at several ``hnsw.ef_search`` values (``--ef-sweep``), with and without
+  a filter (a tenth of the documents: pgvector's iterative scan), recall@10 against the exact
+  scan of the same rows and latency; ``hnsw_*`` keys are at the product's setting;
+- with realistic vectors, the realism check: nearest-neighbour and random-pair cosine of the
+  real sample, of as many generated vectors and of as many ``hash`` chunk vectors;
 - the service's vector leg (the in-memory exact scan of ``retrieval.vector.matrix``, or HNSW
   when the knowledge base does not fit ``VECTOR_L1_MAX_BYTES``) and the HNSW index, each against
   ``exact_vector_search`` (pgvector's exact scan of the same rows): recall@10 and latency, and
@@ -33,13 +44,15 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connection
 
-from bench import corpus
+from bench import corpus, realistic
 from bench.throwaway import throwaway_tenants
 from knowledge.embeddings import EmbeddingConfig, config_for_knowledge_base, get_embedder
-from knowledge.models import KnowledgeBase
+from knowledge.embeddings.base import ProviderUnavailable
+from knowledge.models import Document, KnowledgeBase
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.bm25store import Tier, get_store
 from retrieval.search import RAGService
@@ -52,10 +65,12 @@ from retrieval.vector.hnsw import (
     vector_search,
 )
 from retrieval.vector.matrix import get_matrix_cache
-from retrieval.vector.query_cache import cached_query_embedding
+from retrieval.vector.query_cache import cached_query_embedding, remember_query_embedding
 from tenancy.models import Tenant
 
 MODES = ("hybrid", "keyword", "vector")
+VECTORS = ("realistic", "hash")
+FILTER_EVERY = 10  # the filtered sweep keeps every tenth document of the knowledge base
 
 
 def add_search_arguments(parser) -> None:
@@ -66,6 +81,18 @@ def add_search_arguments(parser) -> None:
         "--rank-bm25-queries", type=int, default=5, help="queries for rank_bm25 (0: skip it)"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--vectors",
+        choices=VECTORS,
+        default="realistic",
+        help="realistic: drawn like the local model's embeddings of real text; hash: the hash "
+        "provider's embeddings of the chunks' text",
+    )
+    parser.add_argument(
+        "--ef-sweep",
+        default="40,100,200,400",
+        help="hnsw.ef_search values to measure recall and latency at (comma-separated)",
+    )
     parser.add_argument(
         "--rebuild-index",
         action="store_true",
@@ -80,7 +107,8 @@ def bench_search(options: dict[str, Any]) -> dict[str, Any]:
     n = options["chunks"]
     if n < 20 or options["queries"] < 1:
         raise CommandError("--chunks must be at least 20 and --queries at least 1")
-    result: dict[str, Any] = {"chunks": n, "other_chunks": 2 * n}
+    vectors = options.get("vectors") or "hash"  # growth calls without it: its figures are hash
+    result: dict[str, Any] = {"chunks": n, "other_chunks": 2 * n, "vectors": vectors}
     index_existed = _vector_index_exists()
     try:
         result |= _run(options, n)
@@ -92,17 +120,27 @@ def bench_search(options: dict[str, Any]) -> dict[str, Any]:
 
 def _run(options: dict[str, Any], n: int) -> dict[str, Any]:
     result: dict[str, Any] = {}
-    with _tenants(keep=options["keep"]) as (tenant, kbs):
+    model = None
+    if options.get("vectors") == "realistic":
+        try:
+            model = realistic.fit()
+        except ProviderUnavailable as exc:
+            raise CommandError(f"{exc} (or use --vectors hash)") from exc
+    with _tenants(keep=options["keep"], local_model=model is not None) as (tenant, kbs):
         target = kbs[0]
         vocab = corpus.Vocabulary.build()
         result["embedding_check_max_diff"] = corpus.check_embeddings(vocab)
+        if model is not None:
+            result |= _realism(model, vocab, options["seed"])
         if options["rebuild_index"]:
             _drop_vector_index()
         started = time.perf_counter()
         targets = [corpus.Target(kb, n) for kb in kbs]
         for t in targets:
             corpus.create_documents(t)
-        samples = corpus.fill(targets, vocab, seed=options["seed"])
+        samples = corpus.fill(
+            targets, vocab, seed=options["seed"], vectors=model.chunks if model else None
+        )
         result["fill_s"] = round(time.perf_counter() - started, 2)
         result["hnsw_build_s"] = _build_vector_index()
 
@@ -111,8 +149,10 @@ def _run(options: dict[str, Any], n: int) -> dict[str, Any]:
         result["bm25_build_s"] = round(handle.build_ms / 1000, 3)
         result["bm25_tier_first_get"] = str(handle.tier)
         result |= _matrix_load(target)
-        queries = _queries(vocab, samples[target.pk], options["queries"], options["seed"])
+        queries, sources = _queries(vocab, samples[target.pk], options["queries"], options["seed"])
         result["queries"] = len(queries)
+        if model is not None:
+            _remember_query_vectors(target, targets[0], model, queries, sources, options["seed"])
         service = RAGService(tenant, store=store)
         result |= _embedding_times(target, queries)
         for query in queries:  # warm-up: embedding cache, L1, buffers
@@ -121,7 +161,8 @@ def _run(options: dict[str, Any], n: int) -> dict[str, Any]:
         if store.get(target).tier != Tier.L1:
             raise CommandError("the BM25 index is not in L1 after the warm-up")
         result |= _service_latency(service, target, queries, options.get("profile"))
-        result |= _vector_legs(tenant, target, queries[: options["recall_queries"]])
+        sweep = [int(v) for v in str(options.get("ef_sweep") or "").split(",") if v.strip()]
+        result |= _vector_legs(tenant, target, queries[: options["recall_queries"]], sweep)
         result |= _bm25_legs(handle.index, target, queries, options["rank_bm25_queries"])
         result |= _memory(handle.index)
         result |= _matrix_delta(target)
@@ -132,14 +173,26 @@ def _run(options: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 @contextmanager
-def _tenants(keep: bool):
-    """A tenant with the searched and a neighbouring knowledge base, another with a third."""
+def _tenants(keep: bool, local_model: bool = False):
+    """A tenant with the searched and a neighbouring knowledge base, another with a third.
+    With realistic vectors they record the local model (whose embeddings the vectors are
+    drawn like), so the query-embedding cache and ``embedding_p50_ms`` are that model's."""
+    if local_model:
+        config = EmbeddingConfig(provider="local", model=realistic.MODEL)
+    else:
+        config = EmbeddingConfig(provider="hash", dimensions=corpus.DIMENSIONS)
     with throwaway_tenants("search", 2, keep=keep) as (first, second):
-        hash384 = EmbeddingConfig(provider="hash", dimensions=corpus.DIMENSIONS)
-        kbs = [
-            create_knowledge_base(tenant=tenant, name=name, embedding=hash384, weight_mode="fixed")
-            for tenant, name in ((first, "searched"), (first, "neighbour"), (second, "foreign"))
-        ]
+        try:
+            kbs = [
+                create_knowledge_base(
+                    tenant=tenant, name=name, embedding=config, weight_mode="fixed"
+                )
+                for tenant, name in ((first, "searched"), (first, "neighbour"), (second, "foreign"))
+            ]
+        except ProviderUnavailable as exc:
+            raise CommandError(f"{exc} (or use --vectors hash)") from exc
+        if any(kb.embedding_dimensions != corpus.DIMENSIONS for kb in kbs):
+            raise CommandError(f"the local model does not give {corpus.DIMENSIONS} dimensions")
         yield first, kbs
 
 
@@ -204,15 +257,56 @@ def _build_vector_index() -> float | None:
     return round(time.perf_counter() - started, 2) if created else None
 
 
-def _queries(vocab: corpus.Vocabulary, samples: list[list[int]], n: int, seed: int) -> list[str]:
+def _queries(
+    vocab: corpus.Vocabulary, samples: list[list[int]], n: int, seed: int
+) -> tuple[list[str], list[int]]:
+    """Queries of 2-4 distinct words of a random sampled chunk, and that chunk's sample index."""
     rng = np.random.default_rng([seed, 2])
-    queries = []
+    queries, sources = [], []
     for i in rng.integers(0, len(samples), size=n).tolist():
         distinct = list(dict.fromkeys(samples[i]))
         size = min(int(rng.integers(2, 5)), len(distinct))
         picks = rng.choice(len(distinct), size=size, replace=False).tolist()
         queries.append(" ".join(vocab.words[distinct[p]] for p in picks))
-    return queries
+        sources.append(i)
+    return queries, sources
+
+
+def _remember_query_vectors(
+    kb: KnowledgeBase,
+    target: corpus.Target,
+    model: realistic.RealisticVectors,
+    queries: list[str],
+    sources: list[int],
+    seed: int,
+) -> None:
+    """Each query's vector, drawn near the chunk its words come from, in the query-embedding
+    cache under its text: every search of the run (service and legs) embeds it so."""
+    embedder = get_embedder(config_for_knowledge_base(kb))
+    chosen = np.stack([target.sample_vectors[i] for i in sources])
+    vectors = model.queries(np.random.default_rng([seed, 6]), chosen)
+    for query, vector in zip(queries, vectors, strict=True):
+        remember_query_embedding(embedder, query, vector)
+
+
+def _realism(
+    model: realistic.RealisticVectors, vocab: corpus.Vocabulary, seed: int
+) -> dict[str, Any]:
+    """The realism check: the real sample, as many generated vectors and as many ``hash``
+    chunk vectors (nearest-neighbour and random-pair cosine)."""
+    rng = np.random.default_rng([seed, 7])
+    n = len(model.sample)
+    lengths = np.maximum(3, np.rint(rng.gamma(4.0, corpus.MEAN_WORDS / 4.0, size=n))).astype(
+        np.int64
+    )
+    hashed = corpus.embed_batch(vocab, lengths, vocab.draw(rng, int(lengths.sum())))
+    result = {"realism_sample_size": n} | model.realism(seed)
+    result |= realistic.cosine_profile(hashed, rng, prefix="hash")
+    sources = model.chunks(rng, n)
+    queries = model.queries(rng, sources)
+    result["generated_query_cos_mean"] = round(float(np.mean(np.sum(queries * sources, 1))), 4)
+    result["real_query_cos_mean"] = round(float(np.mean(model.query_cosines)), 4)
+    return result
 
 
 # --------------------------------------------------------------------------- measurements
@@ -301,13 +395,17 @@ def _matrix_delta(kb: KnowledgeBase) -> dict[str, Any]:
     return {"vector_matrix_delta_ms": round(handle.load_ms, 1)}
 
 
-def _vector_legs(tenant: Tenant, kb: KnowledgeBase, queries: list[str]) -> dict[str, Any]:
+def _vector_legs(
+    tenant: Tenant, kb: KnowledgeBase, queries: list[str], sweep: list[int] | None = None
+) -> dict[str, Any]:
     """The service's vector leg (the in-memory exact scan, or HNSW when the knowledge base is
-    too large for VECTOR_L1_MAX_BYTES) and the HNSW index, each against pgvector's exact scan,
-    on the vectors the service searched with."""
+    too large for VECTOR_L1_MAX_BYTES) and the HNSW index at the product's ef_search, each
+    against pgvector's exact scan, on the vectors the service searched with; then HNSW at each
+    ef_search of ``sweep``, without and with a filter (every FILTER_EVERY-th document)."""
     if not queries:
         return {}
     embedder = get_embedder(config_for_knowledge_base(kb))
+    vectors = [cached_query_embedding(embedder, query)[0] for query in queries]
     limit = kb.top_k * kb.candidate_multiplier
     common = {
         "tenant_id": tenant.pk,
@@ -315,18 +413,18 @@ def _vector_legs(tenant: Tenant, kb: KnowledgeBase, queries: list[str]) -> dict[
         "model": kb.embedding_model,
         "dimensions": kb.embedding_dimensions,
         "limit": limit,
-        "filters": SearchFilters(),
     }
     handle = get_matrix_cache().get(kb)
     hnsw_ms, exact_ms, matrix_ms, leg_recalls, hnsw_recalls = [], [], [], [], []
-    for query in queries:
-        vector, _ = cached_query_embedding(embedder, query)
+    exact_of: dict[str, list] = {"none": [], "filtered": []}
+    for vector in vectors:
         started = time.perf_counter()
-        approximate = vector_search(query_vector=vector, **common)
+        approximate = vector_search(query_vector=vector, filters=SearchFilters(), **common)
         hnsw_ms.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        exact = exact_vector_search(query_vector=vector, **common)
+        exact = exact_vector_search(query_vector=vector, filters=SearchFilters(), **common)
         exact_ms.append((time.perf_counter() - started) * 1000)
+        exact_of["none"].append(exact)
         hnsw_recalls.append(recall_at(approximate, exact, 10))
         if handle is not None:
             started = time.perf_counter()
@@ -340,12 +438,49 @@ def _vector_legs(tenant: Tenant, kb: KnowledgeBase, queries: list[str]) -> dict[
         "hnsw_recall_at_10": round(statistics.fmean(hnsw_recalls), 4),
         "recall_queries": len(queries),
         "hnsw_leg_p50_ms": round(statistics.median(hnsw_ms), 3),
+        "hnsw_ef_search": hnsw.ef_search(limit),
+        "hnsw_iterative_scan": hnsw.ITERATIVE_SCAN,
+        "hnsw_max_scan_tuples": settings.RAG_HNSW_MAX_SCAN_TUPLES,
         "exact_scan_p50_ms": round(statistics.median(exact_ms), 3),
         "exact_scan_p95_ms": round(float(np.percentile(exact_ms, 95)), 3),
     }
     if matrix_ms:
         result["matrix_scan_p50_ms"] = round(statistics.median(matrix_ms), 3)
+    filtered = _filter_of(kb)
+    exact_of["filtered"] = [
+        exact_vector_search(query_vector=vector, filters=filtered, **common) for vector in vectors
+    ]
+    result["hnsw_filter_share"] = round(1 / FILTER_EVERY, 3)
+    result["hnsw_sweep"] = []
+    for ef in sorted(set(sweep or []) | {hnsw.ef_search(limit)}):
+        row: dict[str, Any] = {"ef_search": hnsw.ef_search(limit, ef)}
+        for name, filters in (("none", SearchFilters()), ("filtered", filtered)):
+            times, recalls = [], []
+            for vector, exact in zip(vectors, exact_of[name], strict=True):
+                started = time.perf_counter()
+                found = vector_search(query_vector=vector, filters=filters, ef=ef, **common)
+                times.append((time.perf_counter() - started) * 1000)
+                recalls.append(recall_at(found, exact, 10))
+            prefix = "" if name == "none" else "filtered_"
+            row[f"{prefix}recall_at_10"] = round(statistics.fmean(recalls), 4)
+            row[f"{prefix}p50_ms"] = round(statistics.median(times), 3)
+            row[f"{prefix}p99_ms"] = round(float(np.percentile(times, 99)), 3)
+        result["hnsw_sweep"].append(row)
+        if row["ef_search"] == result["hnsw_ef_search"]:  # HNSW queries back to back
+            result["hnsw_p50_ms"], result["hnsw_p99_ms"] = row["p50_ms"], row["p99_ms"]
+            result["hnsw_filtered_recall_at_10"] = row["filtered_recall_at_10"]
+            result["hnsw_filtered_p50_ms"] = row["filtered_p50_ms"]
     return result
+
+
+def _filter_of(kb: KnowledgeBase) -> SearchFilters:
+    """Every FILTER_EVERY-th document of the knowledge base, as a search filter."""
+    ids = (
+        Document.objects.filter(tenant_id=kb.tenant_id, knowledge_base=kb)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    return SearchFilters(document_ids=tuple(ids[i] for i in range(0, len(ids), FILTER_EVERY)))
 
 
 def recall_at(approximate: list[tuple[int, float]], exact: list[tuple[int, float]], k: int):
@@ -411,7 +546,8 @@ def search_table(r: dict[str, Any]) -> str:
     mb = 1024 * 1024
     lines = [
         f"Search: {r['chunks']:,} chunks in the searched knowledge base, {r['other_chunks']:,} "
-        f"in others; {r['queries']} queries per mode, warm caches\n",
+        f"in others, {r.get('vectors', 'hash')} vectors; {r['queries']} queries per mode, "
+        "warm caches\n",
         f"{'mode':10}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}",
     ]
     for mode in MODES:
@@ -421,7 +557,8 @@ def search_table(r: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"query embedding (hash, uncached) p50 {r['embedding_p50_ms']:.3f} ms",
+        f"query embedding ({'local model' if r.get('vectors') == 'realistic' else 'hash'}, "
+        f"uncached) p50 {r['embedding_p50_ms']:.3f} ms",
         f"vector leg ({r['vector_index']}): recall@10 {r['vector_recall_at_10']:.3f}"
         + (
             f", in-memory scan p50 {r['matrix_scan_p50_ms']:.2f} ms (cold load "
@@ -433,6 +570,7 @@ def search_table(r: dict[str, Any]) -> str:
         f"vs HNSW p50 {r['hnsw_leg_p50_ms']:.2f} ms recall@10 {r['hnsw_recall_at_10']:.3f}, "
         f"pgvector exact scan p50 {r['exact_scan_p50_ms']:.2f} ms "
         f"({r['recall_queries']} queries)",
+        *_hnsw_lines(r),
         f"BM25: our index p50 {r['bm25_index_p50_ms']:.3f} ms"
         + (
             f", rank_bm25 p50 {r['rank_bm25_query_p50_ms']:.1f} ms "
@@ -448,3 +586,43 @@ def search_table(r: dict[str, Any]) -> str:
         f"{r['peak_rss_bytes'] / mb:.0f} MB",
     ]
     return "\n".join(lines)
+
+
+def _hnsw_lines(r: dict[str, Any]) -> list[str]:
+    lines = []
+    if "hnsw_sweep" in r:
+        lines += [
+            f"HNSW at the product's ef_search {r['hnsw_ef_search']} (iterative scan "
+            f"{r['hnsw_iterative_scan']}, max_scan_tuples {r['hnsw_max_scan_tuples']}): p50 "
+            f"{r['hnsw_p50_ms']:.2f} ms, p99 {r['hnsw_p99_ms']:.2f} ms; sweep, recall@10 and p50 "
+            f"ms, unfiltered | filtered to {r['hnsw_filter_share']:.0%} of the documents:",
+        ]
+        lines += [
+            f"  ef_search {row['ef_search']:>4}: {row['recall_at_10']:.3f} {row['p50_ms']:7.2f} ms"
+            f" | {row['filtered_recall_at_10']:.3f} {row['filtered_p50_ms']:7.2f} ms"
+            for row in r["hnsw_sweep"]
+        ]
+    if "real_nn_cos_mean" in r:
+        lines.append(
+            f"realism ({r['realism_sample_size']} vectors each), cosine mean [p10 p50 p90]:"
+        )
+        for who in ("real", "generated", "hash"):
+            lines.append(
+                f"  {who:9} nearest neighbour "
+                + _profile_text(r, f"{who}_nn")
+                + ", random pair "
+                + _profile_text(r, f"{who}_pair")
+                + f", margin {r[f'{who}_nn_margin']:.3f}"
+            )
+        lines.append(
+            f"  query to its chunk: real (a sentence of a paragraph) {r['real_query_cos_mean']:.3f}"
+            f", generated {r['generated_query_cos_mean']:.3f}"
+        )
+    return lines
+
+
+def _profile_text(r: dict[str, Any], prefix: str) -> str:
+    return (
+        f"{r[f'{prefix}_cos_mean']:.3f} [{r[f'{prefix}_cos_p10']:.3f} "
+        f"{r[f'{prefix}_cos_p50']:.3f} {r[f'{prefix}_cos_p90']:.3f}]"
+    )

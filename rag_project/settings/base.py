@@ -313,6 +313,13 @@ VECTOR_HOST_MAX_BYTES = env.int(
 # set short (rag_project/__init__.py) two cost a loaded server little (docs/performance.md);
 # set 1 where worker processes fill every core.
 VECTOR_SCAN_THREADS = env.int("VECTOR_SCAN_THREADS", default=2)
+# pgvector HNSW search beyond that budget (retrieval/vector/hnsw.py): the candidate list size
+# (at least the rows asked for) and how many index tuples an iterative scan may visit before it
+# gives up on filters. No ef_search up to 400 reached recall@10 0.95 on realistic vectors with
+# the index's m 16 / ef_construction 64; 200 is where more recall started costing more time
+# than the search's latency budget leaves (docs/performance.md, "Which path serves which size").
+RAG_HNSW_EF_SEARCH = env.int("RAG_HNSW_EF_SEARCH", default=200)
+RAG_HNSW_MAX_SCAN_TUPLES = env.int("RAG_HNSW_MAX_SCAN_TUPLES", default=20000)
 RAG_RRF_K = env.int("RAG_RRF_K", default=60)
 RAG_MAX_TOP_K = env.int("RAG_MAX_TOP_K", default=100)
 RAG_MAX_QUERY_CHARS = env.int("RAG_MAX_QUERY_CHARS", default=4000)

@@ -51,3 +51,10 @@ def cached_query_embedding(embedder, query: str) -> tuple[list[float], bool]:
         with contextlib.suppress(redis.RedisError):
             client.set(key, np.asarray(vector, dtype=np.float32).tobytes(), ex=QUERY_CACHE_TTL_S)
     return vector, False
+
+
+def remember_query_embedding(embedder, query: str, vector) -> None:
+    """Store a query's vector as if ``embedder`` had computed it (benchmarks give their queries
+    vectors drawn beside the chunks'). Raises redis.RedisError: the caller relies on it."""
+    key = _query_key(embedder.provider, embedder.model, embedder.dimensions, query)
+    _redis().set(key, np.asarray(vector, dtype=np.float32).tobytes(), ex=QUERY_CACHE_TTL_S)

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
@@ -43,8 +44,12 @@ def test_bench_search_measures_three_modes_recall_and_the_peers():
         cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw_384")
     hnsw._indexed_dimensions.discard(384)
     before, indexes = counts(), hnsw_indexes()
-    result = bench("search", "--chunks", "500", "--queries", "10", "--recall-queries", "5")
+    result = bench(
+        "search", "--chunks", "500", "--queries", "10", "--recall-queries", "5",
+        "--vectors", "hash",
+    )  # fmt: skip
     assert result["hnsw_build_s"] is not None  # it made the index it measured...
+    assert result["vectors"] == "hash" and "real_nn_cos_mean" not in result
 
     assert result["chunks"] == 500 and result["other_chunks"] == 1000
     for key in ("hybrid", "keyword", "vector"):
@@ -61,6 +66,33 @@ def test_bench_search_measures_three_modes_recall_and_the_peers():
     assert result["bm25_tier_first_get"] == "build" and result["bm25_index_bytes"] > 0
     assert counts() == before  # the throwaway tenants are gone with their chunks
     assert hnsw_indexes() == indexes  # ...and dropped it: the next run fills without it
+
+
+def test_bench_search_on_realistic_vectors_reports_hnsw_recall_and_realism():
+    pytest.importorskip("sentence_transformers")
+    before, indexes = counts(), hnsw_indexes()
+    result = bench(
+        "search", "--chunks", "300", "--queries", "6", "--recall-queries", "4",
+        "--rank-bm25-queries", "1", "--ef-sweep", "10,40",
+    )  # fmt: skip
+    assert result["vectors"] == "realistic"  # the default
+    for key in ("hybrid", "keyword", "vector"):  # every key of the hash run is there too
+        assert 0 < result[f"{key}_p50_ms"] <= result[f"{key}_p99_ms"]
+    assert result["vector_index"] == "exact" and result["vector_recall_at_10"] == 1.0
+    assert result["embedding_p50_ms"] > 0 and result["embedding_check_max_diff"] < 1e-6
+    assert 0 <= result["hnsw_recall_at_10"] <= 1 and 0 <= result["hnsw_filtered_recall_at_10"] <= 1
+    ef = max(settings.RAG_HNSW_EF_SEARCH, 15)  # never below the rows asked for (top_k 5 x 3)
+    assert result["hnsw_ef_search"] == ef and result["hnsw_iterative_scan"] == "relaxed_order"
+    assert result["hnsw_max_scan_tuples"] == settings.RAG_HNSW_MAX_SCAN_TUPLES
+    assert 0 < result["hnsw_p50_ms"] <= result["hnsw_p99_ms"]
+    sweep = {row["ef_search"]: row for row in result["hnsw_sweep"]}
+    assert set(sweep) == {15, 40, ef}  # 10 was raised to the 15 rows asked for
+    for row in sweep.values():
+        assert 0 <= row["recall_at_10"] <= 1 and 0 <= row["filtered_recall_at_10"] <= 1
+        assert row["p50_ms"] > 0 and row["filtered_p50_ms"] > 0
+    assert result["realism_sample_size"] > 1000
+    assert result["generated_nn_margin"] > 2 * result["hash_nn_margin"]
+    assert counts() == before and hnsw_indexes() == indexes
 
 
 def test_synthetic_chunks_hold_what_ingestion_would_store():
