@@ -2,22 +2,28 @@
 
 A throwaway tenant gets a knowledge base of N synthetic chunks (``hash`` embeddings, fixed
 weights, see ``bench.corpus``) and its HNSW index, as a deployed one has. A real Celery worker
-(``--workers``) processes uploads and the index work each change queues. Then, for S seconds:
+(``--workers``) processes uploads and the index work each change queues. Clients search as a
+deployment's do (``--serve gunicorn``, the default): over HTTP, the REST search endpoint with a
+read key, served by gunicorn with ``--web-workers`` sync workers (production settings, the
+warm-up on); ``--serve threads`` runs them as threads calling ``RAGService`` in this process
+instead (one interpreter: its lock, not the index, then sets the pace). Then:
 
-- 8 client threads (``--clients``) in this process search the knowledge base through
-  ``RAGService`` (hybrid, as the REST API does; this process is one web process with threads,
-  so its L1 caches are shared by the clients as a gunicorn worker's are), queries drawn from the
-  corpus, as fast as answers come;
-- every 1/R seconds one new document (with a unique marker word) is uploaded through the
-  upload service, and one of the original documents is deleted through the delete service;
-- a probe thread searches (keyword) for the marker of every document once it is ``ready`` and
-  records the time from its ``processed_at`` (the moment it became ready) to the first search
-  that returns it: ``visible_*``.
+- a quiet phase (``--quiet-seconds``): the clients search the unchanging knowledge base, the
+  peer of the churn figures on the same machine in the same run (``quiet_search_*``);
+- for S seconds, the same 8 clients (``--clients``) search (hybrid, queries drawn from the
+  corpus, each as fast as answers come) while every 1/R seconds one new document (with a
+  unique marker word) is uploaded through the upload service and one of the original
+  documents deleted through the delete service;
+- a probe searches (keyword, the same way as the clients) for the marker of every document
+  once it is ``ready`` and records the time from its ``processed_at`` (the moment it became
+  ready) to the first search that returns it: ``visible_*``.
 
-Printed: search p50/p99 over the run (and per 10 s window on stderr, so a cliff shows), errors
-(searches that raised), visibility p50/max, BM25 merges in the run, this process's RSS and the
-bytes of vector matrices it holds (``host_vector_bytes``: the one web process here holds the
-host's only copy). The tenant and its rows are removed at the end (``bench.throwaway``).
+Printed: search p50/p99 over the churn (and per 10 s window on stderr, so a cliff shows),
+errors (searches that failed), visibility p50/max, BM25 merges in the run, the largest RSS of
+a web process (``process_rss_bytes``; each one's in ``web_rss_bytes``) and the bytes of vector
+matrices held on the host (``host_vector_bytes``: the host files every web process maps, plus
+with ``--serve threads`` what this process holds privately). The tenant and its rows are
+removed at the end (``bench.throwaway``).
 """
 
 from __future__ import annotations
@@ -28,22 +34,32 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from functools import cached_property
 from typing import Any
 
+import httpx
 import numpy as np
+from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from bench import corpus
+from bench.hostmem import gunicorn_workers
 from bench.ingest import _workers
+from bench.load import gunicorn_process
 from bench.search import percentiles, vector_index_around_fill
 from bench.throwaway import throwaway_tenants
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Document
 from knowledge.services.documents import create_document, delete_document
 from knowledge.services.knowledge_bases import create_knowledge_base
+from retrieval.bm25store import get_store
 from retrieval.search import RAGService
+from tenancy.models import ApiKey
+from tenancy.services import create_api_key
 
 WINDOW_S = 10.0
 PROBE_POLL_S = 0.02
@@ -53,8 +69,18 @@ def add_churn_arguments(parser) -> None:
     parser.add_argument("--chunks", type=int, default=300_000, help="chunks at the start")
     parser.add_argument("--docs-per-s", type=float, default=1.0, help="uploads (and deletes) /s")
     parser.add_argument("--seconds", type=float, default=120.0, help="length of the churn")
-    parser.add_argument("--clients", type=int, default=8, help="searching threads")
+    parser.add_argument("--clients", type=int, default=8, help="searching clients")
     parser.add_argument("--workers", type=int, default=1, help="Celery worker processes")
+    parser.add_argument(
+        "--serve",
+        choices=["gunicorn", "threads"],
+        default="gunicorn",
+        help="clients over HTTP to gunicorn, or threads calling RAGService in this process",
+    )
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn workers")
+    parser.add_argument(
+        "--quiet-seconds", type=float, default=20.0, help="searches before the churn starts"
+    )
     parser.add_argument("--seed", type=int, default=7)
 
 
@@ -65,6 +91,8 @@ def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
             f"--chunks must be at least {corpus.CHUNKS_PER_DOCUMENT}; --docs-per-s, --seconds "
             "and --clients must be positive"
         )
+    if options["web_workers"] < 1 or options["quiet_seconds"] < 0:
+        raise CommandError("--web-workers must be positive and --quiet-seconds at least 0")
     with vector_index_around_fill() as build_index, throwaway_tenants("churn") as (tenant,):
         kb = create_knowledge_base(
             tenant=tenant,
@@ -78,24 +106,68 @@ def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
         corpus.create_documents(target)
         samples = corpus.fill([target], vocab, seed=options["seed"])[kb.pk]
         build_index()
+        get_store().warm(kb)  # stored (L2/L3) as the worker leaves it after ingestion
         setup_s = time.perf_counter() - started
         queries = _queries(vocab, samples, options["seed"])
-        service = RAGService(tenant)
-        first = time.perf_counter()
-        service.search(queries[0], kb.pk, mode="hybrid")  # the cold load, not measured below
-        cold_ms = (time.perf_counter() - first) * 1000
-        with _workers(options["workers"]):
-            run = _Run(service, kb, queries, options)
-            result = run.go()
+        with _searchers(tenant, kb, options) as (searcher, web_pids):
+            first = time.perf_counter()
+            searcher()(queries[0], "hybrid")  # the cold load, not measured below
+            cold_ms = (time.perf_counter() - first) * 1000
+            with _workers(options["workers"]):
+                run = _Run(searcher, kb, queries, options, web_pids)
+                result = run.go()
         result |= {
             "chunks": n,
             "docs_per_s": rate,
             "seconds": seconds,
             "clients": options["clients"],
+            "serve": options["serve"],
+            "web_workers": options["web_workers"] if options["serve"] == "gunicorn" else 0,
             "setup_s": round(setup_s, 1),
             "first_search_ms": round(cold_ms, 1),
         }
     return result
+
+
+Search = Callable[[str, str], list[int]]  # (query, mode) -> the hits' document ids
+
+
+@contextmanager
+def _searchers(tenant, kb, options: dict[str, Any]):
+    """(a factory of per-client search functions, the web processes' pids)."""
+    if options["serve"] == "threads":
+        service = RAGService(tenant)
+
+        def in_process() -> Search:
+            def search(query: str, mode: str) -> list[int]:
+                return [hit.document_id for hit in service.search(query, kb.pk, mode=mode).hits]
+
+            return search
+
+        yield in_process, [os.getpid()]
+        return
+    _, key = create_api_key(tenant=tenant, name="churn bench", scopes=[ApiKey.Scope.READ])
+    # The web processes check the index payloads the worker and this process sign: one key.
+    env = {"SECRET_KEY": settings.SECRET_KEY}
+    with gunicorn_process(options["web_workers"], env) as (base_url, master):
+        url = f"{base_url}/api/v1/knowledge-bases/{kb.pk}/search"
+        local = threading.local()
+
+        def over_http() -> Search:
+            def search(query: str, mode: str) -> list[int]:
+                client = getattr(local, "client", None)
+                if client is None:
+                    client = local.client = httpx.Client(
+                        headers={"Authorization": f"Bearer {key}"}, timeout=60
+                    )
+                response = client.post(url, json={"query": query, "mode": mode, "top_k": 5})
+                if response.status_code != 200:
+                    raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
+                return [hit["document_id"] for hit in response.json()["results"]]
+
+            return search
+
+        yield over_http, gunicorn_workers(master.pid, options["web_workers"])
 
 
 def _queries(vocab: corpus.Vocabulary, samples: list[list[int]], seed: int) -> list[str]:
@@ -109,11 +181,14 @@ def _queries(vocab: corpus.Vocabulary, samples: list[list[int]], seed: int) -> l
 
 
 class _Run:
-    def __init__(self, service: RAGService, kb, queries: list[str], options: dict[str, Any]):
-        self.service, self.kb, self.queries, self.options = service, kb, queries, options
+    def __init__(self, searcher, kb, queries: list[str], options: dict[str, Any], web_pids):
+        self.searcher, self.kb, self.queries, self.options = searcher, kb, queries, options
+        self.web_pids = web_pids
+        self.churning = threading.Event()
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.latencies: list[tuple[float, float]] = []  # (time since start, ms)
+        self.latencies: list[tuple[float, float]] = []  # (time since the churn began, ms)
+        self.quiet: list[float] = []  # ms, before the churn
         self.errors: list[str] = []
         self.pending: dict[int, str] = {}  # uploaded document id -> marker
         self.visible: list[float] = []
@@ -133,11 +208,15 @@ class _Run:
         ]
         probe = threading.Thread(target=self._probe, daemon=True)
         self.started = time.perf_counter()
-        for thread in [*threads, probe]:
+        for thread in threads:
             thread.start()
+        self.stop.wait(self.options["quiet_seconds"])  # the quiet phase: searches only
+        self.started = time.perf_counter()
+        self.churning.set()
+        probe.start()
         uploaded = self._churn(old_documents)
         self.stop.set()
-        for thread in threads:
+        for thread in [*threads, probe]:
             thread.join()
         # Documents uploaded near the end: give the probe a while to see them (not counted in
         # the search latency, which stopped with the clients).
@@ -146,7 +225,6 @@ class _Run:
             self._probe_once()
             time.sleep(PROBE_POLL_S)
         self.not_visible = list(self.pending)
-        probe.join(timeout=5)
         close_old_connections()
         return self._result(uploaded, _merges(self.kb) - merges_before)
 
@@ -154,19 +232,24 @@ class _Run:
 
     def _client(self, number: int) -> None:
         rng = np.random.default_rng([self.options["seed"], 6, number])
+        search = self.searcher()
         try:
             while not self.stop.is_set():
                 query = self.queries[int(rng.integers(len(self.queries)))]
+                churning = self.churning.is_set()
                 began = time.perf_counter()
                 try:
-                    self.service.search(query, self.kb.pk, mode="hybrid")
+                    search(query, "hybrid")
                 except Exception as exc:  # counted, and the run goes on
                     with self.lock:
                         self.errors.append(f"{type(exc).__name__}: {exc}")
                     continue
                 done = time.perf_counter()
                 with self.lock:
-                    self.latencies.append((done - self.started, (done - began) * 1000))
+                    if churning:
+                        self.latencies.append((done - self.started, (done - began) * 1000))
+                    else:
+                        self.quiet.append((done - began) * 1000)
         finally:
             connection.close()
 
@@ -205,6 +288,10 @@ class _Run:
         finally:
             connection.close()
 
+    @cached_property
+    def _probe_search(self) -> Search:
+        return self.searcher()
+
     def _probe_once(self) -> None:
         with self.lock:
             waiting = dict(self.pending)
@@ -216,12 +303,11 @@ class _Run:
             )
         )
         for document_id, processed_at in ready.items():
-            result = self.service.search(waiting[document_id], self.kb.pk, mode="keyword")
-            if any(hit.document_id == document_id for hit in result.hits):
+            if document_id in self._probe_search(waiting[document_id], "keyword"):
                 lag = (timezone.now() - processed_at).total_seconds()
-                with self.lock:
-                    self.visible.append(lag)
-                    self.pending.pop(document_id, None)
+                with self.lock:  # the probe thread and the final wait may both see it
+                    if self.pending.pop(document_id, None) is not None:
+                        self.visible.append(lag)
 
     # ------------------------------------------------------------------ result
 
@@ -238,7 +324,10 @@ class _Run:
                 )
         for message in sorted(set(self.errors))[:5]:
             print(f"churn error: {message}", file=sys.stderr)
+        rss = {pid: _rss_bytes(pid) for pid in self.web_pids}
         return {
+            "quiet_searches": len(self.quiet),
+            **{k: v for k, v in percentiles(self.quiet or [0.0], "quiet_search").items()},
             "searches": len(times),
             **{k: v for k, v in percentiles(times, "search").items()},
             "search_max_ms": round(max(times), 1) if times else None,
@@ -249,8 +338,9 @@ class _Run:
             "visible_p50_s": round(statistics.median(self.visible), 3) if self.visible else None,
             "visible_max_s": round(max(self.visible), 3) if self.visible else None,
             "merges": merges,
-            "process_rss_bytes": _rss_bytes(),
-            "host_vector_bytes": host_vector_bytes(),
+            "process_rss_bytes": max(rss.values(), default=0),
+            "web_rss_bytes": list(rss.values()),
+            "host_vector_bytes": host_vector_bytes(self.options["serve"] == "threads"),
         }
 
 
@@ -262,28 +352,33 @@ def _merges(kb) -> int:
     return found.first() or 0
 
 
-def _rss_bytes() -> int:
-    with open(f"/proc/{os.getpid()}/status") as status:
+def _rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
         for line in status:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
 
 
-def host_vector_bytes() -> int:
+def host_vector_bytes(in_process: bool) -> int:
     """Bytes of vector matrices held on this host: the shared host files (once for every
-    process) plus what this process (the benchmark's only web process) holds privately."""
+    process), plus, when this process is the web process, what it holds privately (gunicorn
+    workers' private rows are the changes since the file, a few MB, not counted)."""
     from retrieval.vector import hostfile
     from retrieval.vector.matrix import get_matrix_cache
 
-    return hostfile.host_bytes() + int(get_matrix_cache().lru.nbytes)
+    private = int(get_matrix_cache().lru.nbytes) if in_process else 0
+    return hostfile.host_bytes() + private
 
 
 def churn_table(r: dict[str, Any]) -> str:
     return "\n".join(
         [
             f"{r['chunks']:,} chunks, {r['docs_per_s']} documents/s in and out for "
-            f"{r['seconds']:g} s, {r['clients']} clients searching (hybrid)",
+            f"{r['seconds']:g} s, {r['clients']} clients searching (hybrid) through "
+            f"{r['serve']}" + (f" ({r['web_workers']} workers)" if r["web_workers"] else ""),
+            f"before the churn, {r['quiet_searches']:,} searches: p50 "
+            f"{r['quiet_search_p50_ms']} ms, p99 {r['quiet_search_p99_ms']} ms",
             f"searches {r['searches']:,}: p50 {r['search_p50_ms']} ms, p99 {r['search_p99_ms']} "
             f"ms, max {r['search_max_ms']} ms, errors {r['errors']}",
             f"new documents {r['uploaded']}: visible after ready p50 {r['visible_p50_s']} s, "

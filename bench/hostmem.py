@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from django.conf import settings
 from django.core.management.base import CommandError
 
 from bench import corpus
@@ -49,12 +48,11 @@ def bench_hostmem(options: dict[str, Any]) -> dict[str, Any]:
         for label, files in (("host_files", "true"), ("private", "false")):
             env = {
                 "VECTOR_HOST_FILES": files,
-                "VECTOR_HOST_DIR": str(settings.VECTOR_HOST_DIR),
                 "RAG_WARM_ON_START": "false",
                 "SECRET_KEY": os.environ.get("BENCH_SECRET_KEY") or secrets.token_urlsafe(64),
             }
             with gunicorn_process(workers, env) as (base_url, master):
-                pids = _children(master.pid, workers)
+                pids = gunicorn_workers(master.pid, workers)
                 before = {pid: _smaps(pid) for pid in pids}
                 searches = _search_until(base_url, kb.pk, key, queries, pids, files == "true")
                 after = {pid: _smaps(pid) for pid in pids}
@@ -64,7 +62,7 @@ def bench_hostmem(options: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _children(master: int, count: int) -> list[int]:
+def gunicorn_workers(master: int, count: int) -> list[int]:
     deadline = time.monotonic() + 120
     while True:
         children = []

@@ -140,10 +140,12 @@ def gunicorn_process(workers: int, extra_env: dict[str, str] | None = None):
         "LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(REPO),
     } | (extra_env or {})
-    # The same database and Redis as this command (which may be a test profile's).
+    # The same database, Redis and vector files as this command (which may be a test
+    # profile's): the workers are web processes of this host.
     if not os.environ.get("DATABASE_URL"):
         env["RAG_DB_NAME"] = connection.settings_dict["NAME"]
     env["REDIS_URL"] = settings.REDIS_URL
+    env.setdefault("VECTOR_HOST_DIR", str(settings.VECTOR_HOST_DIR))
     command = [sys.executable, "-m", "gunicorn", "rag_project.wsgi:application"]
     command += ["--bind", f"{HOST}:{port}", "--workers", str(workers), "--timeout", "120"]
     command += ["--log-level", "warning"]

@@ -139,19 +139,25 @@ def test_bench_growth_tabulates_each_size_and_plots(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_bench_churn_searches_while_documents_come_and_go():
+@pytest.mark.parametrize("serve", ["gunicorn", "threads"])
+def test_bench_churn_searches_while_documents_come_and_go(serve):
     before = counts()
     result = bench(
-        "churn", "--chunks", "2000", "--docs-per-s", "2", "--seconds", "4", "--clients", "2"
-    )
-    assert result["errors"] == 0 and result["searches"] > 0
+        "churn", "--chunks", "2000", "--docs-per-s", "2", "--seconds", "4", "--clients", "2",
+        "--serve", serve, "--quiet-seconds", "1",
+    )  # fmt: skip
+    assert result["serve"] == serve and result["errors"] == 0 and result["searches"] > 0
     assert 0 < result["search_p50_ms"] <= result["search_p99_ms"]
+    assert result["quiet_searches"] > 0  # the peer: the same clients before the churn
+    assert 0 < result["quiet_search_p50_ms"] <= result["quiet_search_p99_ms"]
     # Every uploaded document was found by a search once it was ready, none went missing.
     assert result["uploaded"] >= 4 and result["visible"] == result["uploaded"]
     assert result["not_visible"] == 0
     assert 0 <= result["visible_p50_s"] <= result["visible_max_s"]
     assert result["merges"] >= 0
-    assert result["process_rss_bytes"] > 0 and result["host_vector_bytes"] > 0
+    workers = 2 if serve == "gunicorn" else 1  # the web processes whose memory is reported
+    assert len(result["web_rss_bytes"]) == workers and result["process_rss_bytes"] > 0
+    assert result["host_vector_bytes"] > 0
     assert counts() == before  # the throwaway tenant is gone with its chunks
 
 
