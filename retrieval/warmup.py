@@ -9,7 +9,10 @@ gunicorn's fork and by each Celery worker process) starts ``warm`` in a daemon t
 1. the analyser: jieba's dictionary and the default analyser;
 2. every embedding model a knowledge base uses (local models load their weights; remote
    providers hold no model and cost nothing);
-3. web processes only: the ``RAG_WARM_KNOWLEDGE_BASES`` largest knowledge bases with ready
+3. web processes only: the URL configuration and every view module it routes to (Django
+   imports them on the first request: 1.3 s, most of it the MCP SDK, measured as the whole
+   difference between a warm process's first and second search);
+4. web processes only: the ``RAG_WARM_KNOWLEDGE_BASES`` largest knowledge bases with ready
    documents (largest first: their cold load costs the most), each one's BM25 view into this
    process's L1 and its vector matrix into the matrix cache, within those caches' budgets.
 
@@ -64,6 +67,7 @@ def warm(kind: str = "web") -> None:
         _step("analyzer", _analyzer)
         _step("embedding_models", _models)
         if kind == "web":
+            _step("routes", _routes)
             _step("knowledge_bases", _knowledge_bases)
     finally:
         WARM.end()
@@ -111,6 +115,14 @@ def _models() -> list[str]:
             embedder.embed_query("warm-up")
             loaded.append(f"{config.provider}:{config.model}")
     return loaded
+
+
+def _routes() -> int:
+    """Import the URL configuration (and so the views) as the first request would; the number
+    of top-level routes."""
+    from django.urls import get_resolver
+
+    return len(get_resolver().url_patterns)
 
 
 def hottest_knowledge_bases(limit: int):

@@ -4,9 +4,13 @@ leaves the process serving. The whole path in a real gunicorn process is `bench 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from knowledge.embeddings import EmbeddingConfig
@@ -51,11 +55,27 @@ def test_warm_loads_the_analyser_and_the_largest_knowledge_bases(client):
 
     state = client.get("/healthz").json()["warm"]
     assert state["state"] == "warm" and state["seconds"] >= 0
-    assert state["loaded"]["analyzer"] is True
+    assert state["loaded"]["analyzer"] is True and state["loaded"]["routes"] > 0
     assert state["loaded"]["knowledge_bases"] == [large.pk]  # the largest first, one allowed
     assert get_store().l1.peek(identity_of(large)) is not None
     assert get_store().l1.peek(identity_of(small)) is None
     assert large.pk in get_matrix_cache().lru
+
+
+def test_warming_a_web_process_imports_what_its_first_request_would():
+    # In a fresh interpreter (this one has long imported everything): the URL configuration
+    # and the views it routes to, the MCP SDK among them, are loaded before any request.
+    script = (
+        "import sys, django; django.setup(); from retrieval import warmup; "
+        "before = 'mcp.server' in sys.modules; warmup._routes(); "
+        "print(before, 'mcp.server' in sys.modules, 'retrieval.api.views' in sys.modules)"
+    )
+    env = os.environ | {"DJANGO_SETTINGS_MODULE": "rag_project.settings.test"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=settings.BASE_DIR, env=env, capture_output=True,
+        text=True, timeout=300, check=True,
+    )  # fmt: skip
+    assert done.stdout.split() == ["False", "True", "True"]
 
 
 def test_a_failing_step_is_reported_and_the_process_still_serves(client, monkeypatch):
