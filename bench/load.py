@@ -137,7 +137,7 @@ def gunicorn_process(workers: int, extra_env: dict[str, str] | None = None):
         "ALLOWED_HOSTS": HOST,
         "DEBUG": "false",
         "API_THROTTLE_RATE": "1000000/min",
-        "LOG_LEVEL": "WARNING",
+        "LOG_LEVEL": os.environ.get("BENCH_WEB_LOG_LEVEL", "WARNING"),  # INFO: builds, loads
         "PYTHONPATH": str(REPO),
     } | (extra_env or {})
     # The same database, Redis and vector files as this command (which may be a test
