@@ -14,6 +14,9 @@ token), and one dict maps each distinct term's bytes to a single ``str``: 12M to
 pointers to ~50k strings, which also makes the build's own dict lookups faster. A row whose
 split does not give ``cardinality(tokens)`` tokens (a token holding the separator, or an empty
 or NULL element) is fetched again as an array.
+
+Builds read the database the search reads (``retrieval.replica.search_reads``: the primary
+outside a search, so the warm-up after a change never meets a lagging replica).
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import connections, transaction
 from django.db.models import BinaryField, F, Func, IntegerField, Value
 
 from knowledge.models import Chunk, KnowledgeBase
 from knowledge.selectors import SEARCHABLE_CHUNK
 from retrieval.bm25 import BM25Index
+from retrieval.replica import search_reads
 
 # The analyser's normalisation removes C0 controls, so no stored token holds this one.
 _SEPARATOR = "\x1f"
@@ -54,42 +58,53 @@ def build_from_database(knowledge_base: KnowledgeBase) -> BuiltIndex:
     """Build the index of the KB's ready chunks, labelled with the version it reflects.
     Raises KnowledgeBase.DoesNotExist if the KB is gone."""
     started = time.perf_counter()
-    with snapshot():
+    alias = search_reads()
+    with snapshot(using=alias):
         version = (
-            KnowledgeBase.objects.filter(pk=knowledge_base.pk, tenant_id=knowledge_base.tenant_id)
+            KnowledgeBase.objects.using(alias)
+            .filter(pk=knowledge_base.pk, tenant_id=knowledge_base.tenant_id)
             .values_list("index_version", flat=True)
             .first()
         )
         if version is None:
             raise KnowledgeBase.DoesNotExist(f"knowledge base {knowledge_base.pk} is gone")
-        ids, corpus = fetch_tokens(knowledge_base)
+        ids, corpus = fetch_tokens(knowledge_base, using=alias)
     index = BM25Index.build(ids, corpus)
     return BuiltIndex(index, version, len(ids), time.perf_counter() - started)
 
 
 @contextmanager
-def snapshot():
-    """A REPEATABLE READ, read-only transaction (or the caller's own, if one is open)."""
+def snapshot(using: str | None = None):
+    """A REPEATABLE READ, read-only transaction on database ``using`` (default: the primary),
+    or the caller's own there, if one is open."""
+    connection = connections[using or "default"]
     if connection.in_atomic_block:
         yield
         return
-    with transaction.atomic():
+    with transaction.atomic(using=connection.alias):
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         yield
 
 
-def _ready_chunks(knowledge_base: KnowledgeBase):
-    return Chunk.objects.filter(
-        SEARCHABLE_CHUNK,  # curation: the one definition of searchable
-        tenant_id=knowledge_base.tenant_id,
-        knowledge_base_id=knowledge_base.pk,
-    ).order_by()
+def _ready_chunks(knowledge_base: KnowledgeBase, using: str | None = None):
+    return (
+        Chunk.objects.db_manager(using)
+        .filter(
+            SEARCHABLE_CHUNK,  # curation: the one definition of searchable
+            tenant_id=knowledge_base.tenant_id,
+            knowledge_base_id=knowledge_base.pk,
+        )
+        .order_by()
+    )
 
 
-def fetch_tokens(knowledge_base: KnowledgeBase) -> tuple[list[int], list[list[str]]]:
+def fetch_tokens(
+    knowledge_base: KnowledgeBase, using: str | None = None
+) -> tuple[list[int], list[list[str]]]:
     """The ids (ascending) and stored token lists of the knowledge base's chunks of ready
-    documents, as a build reads them (inside the caller's snapshot, if any)."""
+    documents, as a build reads them (inside the caller's snapshot, if any), from database
+    ``using`` (default: the primary)."""
     packed = Func(
         Func(F("tokens"), Value(_SEPARATOR), function="array_to_string"),
         Value("UTF8"),
@@ -97,7 +112,7 @@ def fetch_tokens(knowledge_base: KnowledgeBase) -> tuple[list[int], list[list[st
         output_field=BinaryField(),
     )
     rows = (
-        _ready_chunks(knowledge_base)
+        _ready_chunks(knowledge_base, using)
         .annotate(
             n_tokens=Func(F("tokens"), function="cardinality", output_field=IntegerField()),
             packed=packed,
@@ -117,7 +132,7 @@ def fetch_tokens(knowledge_base: KnowledgeBase) -> tuple[list[int], list[list[st
         ids.append(chunk_id)
         corpus.append(tokens)
     if irregular:
-        arrays = _ready_chunks(knowledge_base).filter(id__in=list(irregular))
+        arrays = _ready_chunks(knowledge_base, using).filter(id__in=list(irregular))
         for chunk_id, tokens in arrays.values_list("id", "tokens"):
             corpus[irregular[chunk_id]] = [t for t in tokens if t is not None]
     return ids, corpus

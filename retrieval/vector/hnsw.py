@@ -13,6 +13,8 @@ iterative scan (``hnsw.iterative_scan = relaxed_order``) keeps scanning the grap
 rows pass the tenant / knowledge base / model filters; where a knowledge base is small the
 planner prefers the btree on (tenant, knowledge base) and an exact sort, which is also right.
 Vectors of another model or dimension are never compared: both are in the WHERE clause.
+The query runs on the database the search reads (``retrieval.replica.search_reads``); index
+creation always on the primary.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import logging
 import threading
 from collections.abc import Sequence
 
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 
 from knowledge.selectors import searchable_chunk_sql
+from retrieval.replica import search_reads
 from retrieval.search.filters import filter_sql
 from retrieval.search.types import SearchFilters
 
@@ -94,7 +97,8 @@ def vector_search(
         f"AND {searchable_chunk_sql('c')} "  # curation: only searchable chunks
         "ORDER BY distance LIMIT %s"
     )
-    with transaction.atomic(), connection.cursor() as cursor:
+    alias = search_reads()
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         # SET LOCAL: these scan settings end with this transaction (one round trip for both;
         # ef_search is an int, so it can be part of the statement).
         cursor.execute(
@@ -110,7 +114,8 @@ def vector_search(
 
 def exact_vector_search(**kwargs) -> list[tuple[int, float]]:
     """The same search with index scans disabled: the reference for recall measurements."""
-    with transaction.atomic(), connection.cursor() as cursor:
+    alias = search_reads()
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         cursor.execute("SET LOCAL enable_indexscan = off")
         cursor.execute("SET LOCAL enable_bitmapscan = off")
         return vector_search(**kwargs)

@@ -26,6 +26,10 @@ re-embedded, which saves the knowledge base row; so when the row's ``updated_at`
 model or dimension differ from the matrix's, it is reloaded in full (seconds at 100k chunks,
 mostly PostgreSQL detoasting the vectors). The ready documents' ``chunk_count`` tells the size
 before anything is fetched.
+
+Loads read the database the search reads (``retrieval.replica.search_reads``): a replica is
+chosen only when it holds at least the version asked for, and the version a matrix is labelled
+with is read in the same snapshot as its rows, wherever they come from.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import connections
 from pgvector import Vector
 from threadpoolctl import ThreadpoolController
 
@@ -48,6 +52,7 @@ from knowledge.selectors import searchable_document_sql
 from retrieval.bm25store.build import snapshot
 from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.store import identity_of
+from retrieval.replica import search_reads
 
 logger = logging.getLogger(__name__)
 
@@ -225,8 +230,9 @@ def load(
     """The knowledge base's matrix now, reusing the rows of ``held`` where they are still
     valid; (None, "too large") when it would take more than ``max_bytes``. Raises
     KnowledgeBase.DoesNotExist if the knowledge base is gone."""
-    with snapshot():
-        with connection.cursor() as cursor:
+    alias = search_reads()
+    with snapshot(using=alias):
+        with connections[alias].cursor() as cursor:
             cursor.execute(_SELECT_KB, [knowledge_base.pk, knowledge_base.tenant_id])
             row = cursor.fetchone()
             if row is None:
@@ -241,12 +247,12 @@ def load(
         processed = {doc_id: at for doc_id, at, _ in documents}
         params = [knowledge_base.tenant_id, knowledge_base.pk, model, dimensions]
         if held is None or held.stamp != stamp or held.documents is None:
-            ids, owners, vectors = _fetch(params, None, int(dimensions))
+            ids, owners, vectors = _fetch(alias, params, None, int(dimensions))
             return _with_headroom(ids, owners, vectors, version, stamp, processed), "load"
         same = [d for d, at in processed.items() if held.processed.get(d, _MISSING) == at]
         kept = np.isin(held.documents, np.array(same, dtype=np.int64))
         changed = [d for d in processed if held.processed.get(d, _MISSING) != processed[d]]
-        ids, owners, vectors = _fetch(params, changed, int(dimensions))
+        ids, owners, vectors = _fetch(alias, params, changed, int(dimensions))
         if kept.all():
             if not len(ids):
                 return replace(held, version=version, processed=processed), "delta"
@@ -299,7 +305,7 @@ _MISSING = object()
 
 
 def _fetch(
-    params: list, documents: list[int] | None, dimensions: int
+    alias: str, params: list, documents: list[int] | None, dimensions: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(chunk ids ascending, their document ids, unit-length float32 rows) of the matching
     chunks, of the given documents only when ``documents`` is not None; binary transfer."""
@@ -314,6 +320,7 @@ def _fetch(
     sql += " ORDER BY c.id"
     # Binary results. Unless something registered pgvector's types on this connection (the
     # benchmarks' bulk COPY does), each value arrives as bytes in pgvector's binary format.
+    connection = connections[alias]
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, args, binary=True)
         rows = cursor.fetchall()
