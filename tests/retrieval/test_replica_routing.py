@@ -39,3 +39,11 @@ def test_the_route_holds_only_inside_its_block_and_its_thread():
         other.join()
     assert replica.search_reads() == replica.PRIMARY
     assert seen_elsewhere == [replica.PRIMARY]  # a write path in another thread never sees it
+
+
+def test_bench_replica_refuses_to_run_without_a_replica():
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="DATABASE_REPLICA_URL"):
+        call_command("bench", "replica", "--docs", "1", "--queries", "2")
