@@ -90,8 +90,7 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # DATABASE_REPLICA_URL: a streaming replica of that database, read by searches only, never by
 # a write path (retrieval/replica.py says why there is no router; docs/scaling.md). Its
-# sessions are read-only, so a write sent there by mistake fails instead of diverging; in tests
-# the alias mirrors the default database.
+# sessions are read-only, so a write sent there by mistake fails instead of diverging.
 if env.str("DATABASE_REPLICA_URL", default=""):
     DATABASES["replica"] = env.db("DATABASE_REPLICA_URL")
     DATABASES["replica"]["ENGINE"] = "django.db.backends.postgresql"
@@ -101,7 +100,6 @@ if env.str("DATABASE_REPLICA_URL", default=""):
     )
     DATABASES["replica"]["CONN_MAX_AGE"] = DATABASES["default"]["CONN_MAX_AGE"]
     DATABASES["replica"]["CONN_HEALTH_CHECKS"] = True
-    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --------------------------------------------------------------------------- Redis

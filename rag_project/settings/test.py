@@ -44,3 +44,6 @@ LOGGING["root"]["level"] = "WARNING"
 # A Celery worker process started by a test must use that test's database.
 if env.str("RAG_TEST_DB_NAME", default=""):
     DATABASES["default"]["NAME"] = env.str("RAG_TEST_DB_NAME")
+
+# Test databases are created on the primary only; a replica could never hold them.
+DATABASES.pop("replica", None)
