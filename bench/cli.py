@@ -28,6 +28,8 @@ the table.
   base's vectors, with the vectors as shared host files and without (RSS, PSS per worker).
 - ``fairness --docs N``: tenant B's one document while tenant A has N queued on real workers,
   against B's document alone (the fair dispatch target: within 3x).
+- ``replica --docs N --queries Q``: with ``DATABASE_REPLICA_URL`` set, the replica's version
+  check and the same searches' steps on the primary and on the replica (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from bench.ingest import add_ingest_arguments, bench_ingest, ingest_table
 from bench.load import add_load_arguments, bench_load, load_table
 from bench.mcp import add_mcp_arguments, bench_mcp, mcp_table
 from bench.ocr import add_ocr_arguments, bench_ocr, ocr_table
+from bench.replica import add_replica_arguments, bench_replica, replica_table
 from bench.search import add_search_arguments, bench_search, search_table
 
 
@@ -129,6 +132,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         add_growth_arguments,
         bench_growth,
         growth_table,
+    ),
+    "replica": Benchmark(
+        "searches read from DATABASE_REPLICA_URL against the primary: check, hydration, cold loads",
+        add_replica_arguments,
+        bench_replica,
+        replica_table,
     ),
 }
 

@@ -89,6 +89,18 @@ else:
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 # A connection that died with a restarted server is replaced instead of failing a request.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# DATABASE_REPLICA_URL: a streaming replica of that database, read by searches only, never by
+# a write path (retrieval/replica.py says why there is no router; docs/scaling.md). Its
+# sessions are read-only, so a write sent there by mistake fails instead of diverging.
+if env.str("DATABASE_REPLICA_URL", default=""):
+    DATABASES["replica"] = env.db("DATABASE_REPLICA_URL")
+    DATABASES["replica"]["ENGINE"] = "django.db.backends.postgresql"
+    _replica_options = DATABASES["replica"].setdefault("OPTIONS", {})
+    _replica_options["options"] = " ".join(
+        filter(None, ["-c default_transaction_read_only=on", _replica_options.get("options")])
+    )
+    DATABASES["replica"]["CONN_MAX_AGE"] = DATABASES["default"]["CONN_MAX_AGE"]
+    DATABASES["replica"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --------------------------------------------------------------------------- Redis

@@ -51,3 +51,6 @@ RAG_WARM_ON_START = env.bool("RAG_WARM_ON_START", default=False)
 VECTOR_HOST_DIR = Path(
     env.str("RAG_TEST_VECTOR_DIR", default=str(RAG_DATA_DIR / "test-vectors" / _worker))
 )
+
+# Test databases are created on the primary only; a replica could never hold them.
+DATABASES.pop("replica", None)

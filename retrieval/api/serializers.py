@@ -218,6 +218,18 @@ class TraceSerializer(serializers.Serializer):
     knowledge_bases = serializers.ListField(
         child=serializers.DictField(child=serializers.JSONField()), **EXPLAIN_ONLY
     )
+    database = serializers.ChoiceField(
+        choices=["primary", "replica"],
+        help_text="With explain=true only. Which database served the legs and the hydration: "
+        "a replica (DATABASE_REPLICA_URL) holding the versions the search read, else the "
+        "primary.",
+        required=False,
+    )
+    replica_lag_fallback = serializers.BooleanField(
+        help_text="With explain=true only. True when a replica was passed over because it was "
+        "behind the primary.",
+        required=False,
+    )
 
 
 SUMMARY_TRACE_FIELDS = (

@@ -27,6 +27,13 @@ token), and one dict maps each distinct term's bytes to a single ``str``: 12M to
 pointers to ~50k strings, which also makes the build's own dict lookups faster. A row whose
 split does not give ``cardinality(tokens)`` tokens (a token holding the separator, or an empty
 or NULL element) is fetched again as an array.
+
+Builds, full or delta, read the database the search reads (``retrieval.replica.search_reads``:
+a replica only inside a search that checked it holds the version asked for; the primary outside
+a search, so the warm-up after a change and the merges never meet a lagging replica). The
+version, documents and tokens come from that one database's snapshot, so the label is still
+exactly the content; what a build stores (segment and manifest rows) is written to the primary
+by the store.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import BinaryField, F, Func, IntegerField, Value
 
 from knowledge.analysis import ANALYZER_VERSION
@@ -46,6 +53,7 @@ from knowledge.models import Chunk, KnowledgeBase
 from knowledge.selectors import SEARCHABLE_CHUNK, searchable_document_sql
 from retrieval.bm25.segment import MAX_SEGMENT_TOKENS, Segment, plan_segments
 from retrieval.bm25store.manifest import Manifest, analysis_basis, document_stamp
+from retrieval.replica import search_reads
 
 # The analyser's normalisation removes C0 controls, so no stored token holds this one.
 _SEPARATOR = "\x1f"
@@ -88,10 +96,11 @@ def build_full(knowledge_base: KnowledgeBase, merges: int = 0) -> Built:
     """Every searchable chunk, in segments; labelled with the version it reflects. Raises
     KnowledgeBase.DoesNotExist if the KB is gone."""
     started = time.perf_counter()
-    with snapshot():
-        version, basis = _version_and_basis(knowledge_base)
-        doc_ids, stamps = documents_state(knowledge_base)
-        ids, corpus, groups = fetch_tokens(knowledge_base)
+    alias = search_reads()
+    with snapshot(using=alias):
+        version, basis = _version_and_basis(knowledge_base, alias)
+        doc_ids, stamps = documents_state(knowledge_base, alias)
+        ids, corpus, groups = fetch_tokens(knowledge_base, using=alias)
     lengths = [len(tokens) for tokens in corpus]
     segments = {}
     for part in plan_segments(lengths, MAX_SEGMENT_TOKENS) if ids else []:
@@ -120,11 +129,12 @@ def build_delta(
     analysis basis, or too large a change). Raises KnowledgeBase.DoesNotExist if the KB is
     gone."""
     started = time.perf_counter()
-    with snapshot():
-        version, basis = _version_and_basis(knowledge_base)
+    alias = search_reads()
+    with snapshot(using=alias):
+        version, basis = _version_and_basis(knowledge_base, alias)
         if basis != base.basis:
             return None
-        doc_ids, stamps = documents_state(knowledge_base)
+        doc_ids, stamps = documents_state(knowledge_base, alias)
         unchanged = _unchanged(base, doc_ids, stamps)
         base_kept = np.isin(base.doc_ids, doc_ids[unchanged])  # base documents still the same
         gone = base.doc_ids[~base_kept]
@@ -143,7 +153,9 @@ def build_delta(
                 deleted_in.append(np.full(ids.size, position, np.int32))
                 newly += ids.size
         live = base.chunk_count - newly
-        ids, corpus, groups = fetch_tokens(knowledge_base, fresh) if fresh.size else ([], [], [])
+        ids, corpus, groups = (
+            fetch_tokens(knowledge_base, fresh, using=alias) if fresh.size else ([], [], [])
+        )
     if newly + len(ids) > DELTA_MAX_FRACTION * max(live, 1):
         return None
     new_segments = {new_key(): Segment.build(ids, corpus, groups)} if ids else {}
@@ -170,9 +182,10 @@ def _unchanged(base: Manifest, doc_ids: np.ndarray, stamps: np.ndarray) -> np.nd
     return (base.doc_ids[at] == doc_ids) & (base.doc_stamps[at] == stamps)
 
 
-def _version_and_basis(knowledge_base: KnowledgeBase) -> tuple[int, str]:
+def _version_and_basis(knowledge_base: KnowledgeBase, using: str | None = None) -> tuple[int, str]:
     row = (
-        KnowledgeBase.objects.filter(pk=knowledge_base.pk, tenant_id=knowledge_base.tenant_id)
+        KnowledgeBase.objects.db_manager(using)
+        .filter(pk=knowledge_base.pk, tenant_id=knowledge_base.tenant_id)
         .values_list("index_version", "user_words")
         .first()
     )
@@ -181,10 +194,12 @@ def _version_and_basis(knowledge_base: KnowledgeBase) -> tuple[int, str]:
     return row[0], analysis_basis(ANALYZER_VERSION, row[1])
 
 
-def documents_state(knowledge_base: KnowledgeBase) -> tuple[np.ndarray, np.ndarray]:
+def documents_state(
+    knowledge_base: KnowledgeBase, using: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The searchable documents (ids ascending) and their stamps (inside the caller's
-    snapshot, if any)."""
-    with connection.cursor() as cursor:
+    snapshot, if any), from database ``using`` (default: the primary)."""
+    with connections[using or DEFAULT_DB_ALIAS].cursor() as cursor:
         cursor.execute(_SELECT_DOCUMENTS, [knowledge_base.tenant_id, knowledge_base.pk])
         rows = cursor.fetchall()
     if not rows:
@@ -197,38 +212,46 @@ def documents_state(knowledge_base: KnowledgeBase) -> tuple[np.ndarray, np.ndarr
 
 
 @contextmanager
-def snapshot():
-    """A REPEATABLE READ, read-only transaction (or the caller's own, if one is open)."""
+def snapshot(using: str | None = None):
+    """A REPEATABLE READ, read-only transaction on database ``using`` (default: the primary),
+    or the caller's own there, if one is open."""
+    connection = connections[using or DEFAULT_DB_ALIAS]
     if connection.in_atomic_block:
         yield
         return
-    with transaction.atomic():
+    with transaction.atomic(using=connection.alias):
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         yield
 
 
-def _ready_chunks(knowledge_base: KnowledgeBase):
-    return Chunk.objects.filter(
-        SEARCHABLE_CHUNK,  # curation: the one definition of searchable
-        tenant_id=knowledge_base.tenant_id,
-        knowledge_base_id=knowledge_base.pk,
-    ).order_by()
+def _ready_chunks(knowledge_base: KnowledgeBase, using: str | None = None):
+    return (
+        Chunk.objects.db_manager(using)
+        .filter(
+            SEARCHABLE_CHUNK,  # curation: the one definition of searchable
+            tenant_id=knowledge_base.tenant_id,
+            knowledge_base_id=knowledge_base.pk,
+        )
+        .order_by()
+    )
 
 
 def fetch_tokens(
-    knowledge_base: KnowledgeBase, documents: Sequence[int] | np.ndarray | None = None
+    knowledge_base: KnowledgeBase,
+    documents: Sequence[int] | np.ndarray | None = None,
+    using: str | None = None,
 ) -> tuple[list[int], list[list[str]], list[int]]:
     """The ids, stored token lists and document ids of the knowledge base's searchable chunks
     (of ``documents`` only, when given), as a build reads them (inside the caller's snapshot,
-    if any)."""
+    if any), from database ``using`` (default: the primary)."""
     packed = Func(
         Func(F("tokens"), Value(_SEPARATOR), function="array_to_string"),
         Value("UTF8"),
         function="convert_to",
         output_field=BinaryField(),
     )
-    chunks = _ready_chunks(knowledge_base)
+    chunks = _ready_chunks(knowledge_base, using)
     if documents is not None:
         chunks = chunks.filter(document_id__in=[int(d) for d in documents])
     rows = chunks.annotate(
@@ -250,7 +273,7 @@ def fetch_tokens(
         corpus.append(tokens)
         groups.append(document_id)
     if irregular:
-        arrays = _ready_chunks(knowledge_base).filter(id__in=list(irregular))
+        arrays = _ready_chunks(knowledge_base, using).filter(id__in=list(irregular))
         for chunk_id, tokens in arrays.values_list("id", "tokens"):
             corpus[irregular[chunk_id]] = [t for t in tokens if t is not None]
     return ids, corpus, groups

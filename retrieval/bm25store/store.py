@@ -29,6 +29,15 @@ than queue behind another process's build; without one it waits up to ``BM25_BUI
 Within a process, concurrent gets of the same knowledge base that miss L1 are single-flight:
 one composes (or builds) the view; the others answer from the view this process already holds
 (``stale``, milliseconds behind) or, holding none, wait for it instead of composing it again.
+
+Inside a search routed to a read replica (``retrieval.replica``), the rows an index is built
+from (the version, documents and tokens: ``build``) and ``current_version`` are read there; the
+replica was chosen because it holds at least the version asked for, and a build labels its
+manifest with the version of its own snapshot. L3 (``bm25_manifests``, ``bm25_indexes``) is read
+and written on the primary only: it is this store's shared cache, written by every process's
+builds and merges, and a process polling for another's build must see the row the moment it
+commits, not when a replica replays it (else it would wait out its wait and build again). The
+build lock's PostgreSQL fallback is the primary's too.
 """
 
 from __future__ import annotations
@@ -65,6 +74,7 @@ from retrieval.bm25store.payload import (
     open_segment,
     seal_segment,
 )
+from retrieval.replica import search_reads
 
 logger = logging.getLogger(__name__)
 security_logger = logging.getLogger("rag.security")
@@ -666,9 +676,12 @@ def identity_of(knowledge_base: KnowledgeBase) -> Identity:
 
 
 def current_version(knowledge_base: KnowledgeBase) -> int:
-    """The KB's index_version as committed now (one primary-key lookup)."""
+    """The KB's index_version as committed now (one primary-key lookup), on the database a
+    build would read (``retrieval.replica.search_reads``: a search's route, else the
+    primary), so the version asked for and the version built agree."""
     version = (
-        KnowledgeBase.objects.filter(pk=knowledge_base.pk, tenant_id=knowledge_base.tenant_id)
+        KnowledgeBase.objects.using(search_reads())
+        .filter(pk=knowledge_base.pk, tenant_id=knowledge_base.tenant_id)
         .values_list("index_version", flat=True)
         .first()
     )

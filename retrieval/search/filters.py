@@ -11,10 +11,11 @@ import json
 from datetime import timedelta
 
 import numpy as np
-from django.db import connection
+from django.db import connections
 from django.utils import timezone
 
 from knowledge.selectors import searchable_chunk_sql
+from retrieval.replica import search_reads
 from retrieval.search.types import SearchFilters
 
 
@@ -60,9 +61,9 @@ def filter_sql(filters: SearchFilters, knowledge_base_id: int) -> tuple[str, lis
 
 def allowed_chunk_ids(tenant_id: int, knowledge_base_id: int, filters: SearchFilters) -> np.ndarray:
     """Ids of the knowledge base's searchable chunks the filters let through (both legs use
-    them)."""
+    them), from the database the search reads (``retrieval.replica``)."""
     where, params = filter_sql(filters, knowledge_base_id)
-    with connection.cursor() as cursor:
+    with connections[search_reads()].cursor() as cursor:
         cursor.execute(
             "SELECT c.id FROM knowledge_chunk c WHERE c.tenant_id = %s "  # noqa: S608
             f"AND c.knowledge_base_id = %s {where} "  # constant fragments, values as params

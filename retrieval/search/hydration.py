@@ -1,6 +1,9 @@
 """Fused candidates to hits, read from PostgreSQL filtered by tenant, knowledge base and ready
 documents: whatever a cache offered, a deleted, reprocessing or foreign chunk never hydrates.
 
+Read from the database the search was routed to (``retrieval.replica.search_reads``): the
+primary, or a replica holding at least the versions the search read.
+
 Only the head that can be returned is read, with a small margin for rows that no longer
 hydrate; another round only when more than the margin vanished.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 from knowledge.models import Chunk
 from knowledge.selectors import SEARCHABLE_CHUNK
 from retrieval.fusion import Fused
+from retrieval.replica import search_reads
 from retrieval.search.candidates import Candidates
 from retrieval.search.types import Hit, Leg
 from tenancy.models import Tenant
@@ -49,7 +53,8 @@ def _rows(tenant: Tenant, chunk_ids: list[int], knowledge_base_ids: list[int]) -
     if not chunk_ids:
         return {}
     rows = (
-        Chunk.objects.filter(
+        Chunk.objects.using(search_reads())
+        .filter(
             SEARCHABLE_CHUNK,  # curation: the one definition of searchable
             pk__in=chunk_ids,
             tenant=tenant,

@@ -4,7 +4,10 @@ The vector leg embeds the query (cached) and asks ``retrieval.vector.policy.near
 the keyword leg searches the knowledge base's BM25 index (``store.get(kb, fresh=True)``) and
 climbs the retry ladder when the query finds nothing. Both read the filters' allowed chunk ids
 at most once per knowledge base. A leg that cannot run says why, and ``FALLBACKS`` says what
-the trace notes then; neither failure fails the search.
+the trace notes then; neither failure fails the search. Their reads go to the database the
+search was routed to (``retrieval.replica.search_reads``); a database error there while that is
+the replica is not a leg's failure but the route's, raised for the service to search the
+primary instead.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
+from django.db import DatabaseError
 
 from knowledge import selectors
 from knowledge.analysis import get_analyzer
@@ -24,6 +28,7 @@ from knowledge.models import KnowledgeBase
 from retrieval.bm25.segmented import SegmentedIndex
 from retrieval.bm25store import BM25Store, bm25_available
 from retrieval.relevance import Reach
+from retrieval.replica import REPLICA, search_reads
 from retrieval.search.errors import KnowledgeBaseNotFound
 from retrieval.search.filters import allowed_chunk_ids
 from retrieval.search.ladder import run_ladder
@@ -184,6 +189,11 @@ class Legs:
             handle = self.store().get(kb, fresh=True)  # kb was read at the start of this search
         except KnowledgeBase.DoesNotExist:
             raise KnowledgeBaseNotFound(f"knowledge base {kb.pk} not found") from None
+        except DatabaseError:
+            if search_reads() == REPLICA:
+                raise  # the replica failed, not the index: the service retries on the primary
+            logger.exception("BM25 index unavailable for knowledge base %s", kb.pk)
+            return "BM25 unavailable"
         except Exception:  # the keyword leg failing must not fail the search
             logger.exception("BM25 index unavailable for knowledge base %s", kb.pk)
             return "BM25 unavailable"
@@ -202,6 +212,7 @@ class Legs:
             user_words=kb.user_words,
             titles=lambda: (
                 selectors.documents(self.tenant, kb)
+                .using(search_reads())
                 .filter(selectors.SEARCHABLE_DOCUMENT)
                 .values_list("pk", "title")
             ),
@@ -237,6 +248,7 @@ class Legs:
     def _first_chunks(self, kb: KnowledgeBase, document_ids: list[int]) -> dict[int, int]:
         rows = (
             selectors.searchable_chunks(self.tenant, kb)
+            .using(search_reads())
             .filter(document_id__in=document_ids)
             .order_by("document_id", "position")
             .values_list("document_id", "pk")

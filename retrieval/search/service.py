@@ -7,23 +7,30 @@ weighted RRF (``candidates``); hydrate the head from PostgreSQL, so no cache can
 a deleted or foreign chunk (``hydration``); optionally rerank that head (``reranking``); cut
 by score threshold and top_k. Every decision lands in the trace.
 
+The knowledge bases (with their ``index_version``) are read from the primary; the legs and the
+hydration read from a replica when ``DATABASE_REPLICA_URL`` gives one and it holds at least
+those versions, else from the primary (``retrieval.replica``; ``trace.database``). A replica
+that fails mid-search has the search run again on the primary.
+
 Several knowledge bases are searched with their own legs (they may use different embedding
 models and weights); one knowledge base is the same computation with a single member.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from django.conf import settings
+from django.db import DatabaseError
 
 from knowledge import selectors
 from knowledge.embeddings.coverage import dominant_script, script_units
 from knowledge.models import KnowledgeBase
-from retrieval import formatting
+from retrieval import formatting, replica
 from retrieval.bm25store import BM25Store, get_store
 from retrieval.relevance import RelevanceModel, crowd_of, signals
 from retrieval.search.candidates import fuse
@@ -36,6 +43,8 @@ from retrieval.search.types import Hit, Leg, SearchOptions, Trace, elapsed_ms
 from tenancy import selectors as tenancy_selectors
 from tenancy.models import Tenant
 from tenancy.roles import Permission, role_permissions
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -107,11 +116,35 @@ class RAGService:
         query = clean_query(query)
         options = settle(options or SearchOptions(), {"top_k": top_k, **overrides})
         kbs = self._knowledge_bases(knowledge_base_ids, user_id)
+        route = replica.route_for(self.tenant.pk, {kb.pk: kb.index_version for kb in kbs})
+        try:
+            with replica.reading_from(route):
+                return self._answer(query, options, kbs, route, started)
+        except DatabaseError:
+            if route.alias != replica.REPLICA:
+                raise
+            logger.warning("the replica failed mid-search; searching the primary", exc_info=True)
+            route = replica.Route(fallback="replica failed -> primary")
+            return self._answer(query, options, kbs, route, started)
+
+    def _answer(
+        self,
+        query: str,
+        options: SearchOptions,
+        kbs: list[KnowledgeBase],
+        route: replica.Route,
+        started: float,
+    ) -> SearchResult:
+        """The search itself, its reads on ``route``'s database (already in effect)."""
         trace = Trace(
             mode_requested=str(options.mode),
             k=settings.RAG_RRF_K,
             filters=options.filters.to_dict(),
+            database=route.database,
+            replica_lag_fallback=route.lag_fallback,
         )
+        if route.fallback:
+            trace.fallbacks.append(route.fallback)
         units = script_units(query)
         script = dominant_script(units)
         trace.query_script = script.value if script else None

@@ -328,6 +328,10 @@ class Trace:
     query_script: str | None = None  # the script writing most of the query
     warnings: list[str] = field(default_factory=list)
     knowledge_bases: list[KnowledgeBaseTrace] = field(default_factory=list)
+    # Which database served the legs and the hydration (retrieval.replica), and whether a
+    # replica was passed over for being behind the versions the search read from the primary.
+    database: str = "primary"
+    replica_lag_fallback: bool = False
     total_ms: float = 0.0
     results: int = 0
 

@@ -13,6 +13,8 @@ iterative scan (``hnsw.iterative_scan = relaxed_order``) keeps scanning the grap
 rows pass the tenant / knowledge base / model filters; where a knowledge base is small the
 planner prefers the btree on (tenant, knowledge base) and an exact sort, which is also right.
 Vectors of another model or dimension are never compared: both are in the WHERE clause.
+The query runs on the database the search reads (``retrieval.replica.search_reads``); index
+creation always on the primary.
 
 ``hnsw.ef_search`` is ``RAG_HNSW_EF_SEARCH`` (200). Measured on vectors shaped like real
 embeddings (``bench search``, docs/performance.md "Which path serves which size"), the index as
@@ -28,9 +30,10 @@ import threading
 from collections.abc import Sequence
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 
 from knowledge.selectors import searchable_chunk_sql
+from retrieval.replica import search_reads
 from retrieval.search.filters import filter_sql
 from retrieval.search.types import SearchFilters
 
@@ -106,7 +109,8 @@ def vector_search(
         f"AND {searchable_chunk_sql('c')} "  # curation: only searchable chunks
         "ORDER BY distance LIMIT %s"
     )
-    with transaction.atomic(), connection.cursor() as cursor:
+    alias = search_reads()
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         # SET LOCAL: these scan settings end with this transaction (one round trip for all;
         # they are ints and a constant, so they can be part of the statement). relaxed_order:
         # with filters the scan goes on past ef_search until enough rows pass them (or
@@ -125,7 +129,8 @@ def vector_search(
 
 def exact_vector_search(**kwargs) -> list[tuple[int, float]]:
     """The same search with index scans disabled: the reference for recall measurements."""
-    with transaction.atomic(), connection.cursor() as cursor:
+    alias = search_reads()
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         cursor.execute("SET LOCAL enable_indexscan = off")
         cursor.execute("SET LOCAL enable_bitmapscan = off")
         return vector_search(**kwargs)

@@ -27,6 +27,13 @@ re-embedded, which saves the knowledge base row; so when the row's ``updated_at`
 model or dimension differ from the matrix's, it is reloaded in full (seconds at 100k chunks,
 mostly PostgreSQL detoasting the vectors). The ready documents' ``chunk_count`` tells the size
 before anything is fetched.
+
+Loads and deltas read the database the search reads (``retrieval.replica.search_reads``): a
+replica is chosen only when it holds at least the version asked for, and the version a matrix
+is labelled with is read in the same snapshot as its documents and rows, wherever they come
+from. A host file written by another process from another database (or at another version) is
+only a base: the delta against this snapshot's documents makes the matrix exactly this
+snapshot's rows.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import connections
 from pgvector import Vector
 from threadpoolctl import ThreadpoolController
 
@@ -49,6 +56,7 @@ from knowledge.selectors import searchable_document_sql
 from retrieval.bm25store.build import snapshot
 from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.store import identity_of
+from retrieval.replica import search_reads
 from retrieval.vector import hostfile
 
 logger = logging.getLogger(__name__)
@@ -326,8 +334,9 @@ def load(
     large") when it would take more than ``max_bytes``. Raises KnowledgeBase.DoesNotExist if
     the knowledge base is gone."""
     identity = identity_of(knowledge_base)
-    with snapshot():
-        with connection.cursor() as cursor:
+    alias = search_reads()
+    with snapshot(using=alias):
+        with connections[alias].cursor() as cursor:
             cursor.execute(_SELECT_KB, [knowledge_base.pk, knowledge_base.tenant_id])
             row = cursor.fetchone()
             if row is None:
@@ -349,14 +358,14 @@ def load(
             if base is not None:
                 held, source = _on_base(base, stamp), "file"
         if held is None or held.stamp != stamp:
-            ids, owners, vectors = _fetch(params, None, dimensions)
+            ids, owners, vectors = _fetch(alias, params, None, dimensions)
             return _stored(folder, stamp, version, ids, owners, vectors, processed), "load"
         same = np.array(
             [d for d, at in processed.items() if held.processed.get(d, _MISSING) == at],
             dtype=np.int64,
         )
         changed = [d for d in processed if held.processed.get(d, _MISSING) != processed[d]]
-        ids, owners, vectors = _fetch(params, changed, dimensions)
+        ids, owners, vectors = _fetch(alias, params, changed, dimensions)
     base, *rest = held.parts
     base = replace(base, live=_live(base, same))
     kept = [replace(p, live=_live(p, same)) for p in rest]
@@ -435,10 +444,11 @@ _MISSING = object()
 
 
 def _fetch(
-    params: list, documents: list[int] | None, dimensions: int
+    alias: str, params: list, documents: list[int] | None, dimensions: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(chunk ids ascending, their document ids, unit-length float32 rows) of the matching
-    chunks, of the given documents only when ``documents`` is not None; binary transfer."""
+    chunks on database ``alias``, of the given documents only when ``documents`` is not None;
+    binary transfer."""
     if documents is not None and not documents:
         empty = np.empty(0, dtype=np.int64)
         return empty, empty, np.empty((0, dimensions), dtype=np.float32)
@@ -450,6 +460,7 @@ def _fetch(
     sql += " ORDER BY c.id"
     # Binary results. Unless something registered pgvector's types on this connection (the
     # benchmarks' bulk COPY does), each value arrives as bytes in pgvector's binary format.
+    connection = connections[alias]
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, args, binary=True)
         rows = cursor.fetchall()

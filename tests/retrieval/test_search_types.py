@@ -199,6 +199,8 @@ def test_the_trace_as_json_nests_the_typed_parts():
         "query_script",
         "warnings",
         "knowledge_bases",
+        "database",
+        "replica_lag_fallback",
         "total_ms",
         "results",
     ]
