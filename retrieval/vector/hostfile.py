@@ -177,11 +177,31 @@ def _writer_lock(folder: Path):
 
 
 def _remove_older(folder: Path, keep: str) -> None:
+    """Delete what ``keep`` (``<stamp key>-v<version>``) supersedes: bases of another stamp
+    (the knowledge base's model or row changed) or of an older version, and temporary files
+    writers left behind (the caller holds the writer lock, so none is being written). A newer
+    base, written by a process that saw a later version first, stays."""
+    key, version = _parse(keep)
     for path in folder.iterdir():
-        if path.name.startswith(".") or path.name.startswith(f"{keep}."):
+        name = path.name
+        if name == ".lock" or name.startswith(f"{keep}."):
+            continue
+        if name.startswith("."):
+            if name.endswith(".tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            continue
+        other_key, other_version = _parse(name.split(".", 1)[0])
+        if other_key == key and other_version is not None and other_version > version:
             continue
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+
+def _parse(stem: str) -> tuple[str, int | None]:
+    """(stamp key, version) of a base's file stem; version None if it is not one."""
+    key, _, version = stem.rpartition("-v")
+    return (key, int(version)) if version.isdigit() else (stem, None)
 
 
 def forget(tenant_id: int, knowledge_base_id: int, epoch: int) -> None:

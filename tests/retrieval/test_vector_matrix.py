@@ -205,6 +205,21 @@ def test_many_changes_rewrite_the_base_and_remove_the_old_file(kb, settings):
     np.testing.assert_array_equal(handle.matrix.ids, fresh.ids)
 
 
+def test_a_late_writer_of_an_older_base_leaves_the_newer_one(tmp_path):
+    # Two processes wrote bases: one of v5 first, then one that loaded v3 before v5 existed.
+    stamp, rows = ("2026-11-23", "hash", "hash-v1", 4), np.arange(3, dtype=np.int64)
+    vectors = np.eye(3, 4, dtype=np.float32)
+    (tmp_path / ".vec.npy.999.tmp").write_bytes(b"a writer that died")
+    newer = hostfile.write(tmp_path, stamp, 5, rows, rows, vectors, {})
+    older = hostfile.write(tmp_path, stamp, 3, rows, rows, vectors, {})
+    assert newer is not None and older is not None
+    assert hostfile.newest(tmp_path, stamp, 4).version == 5  # still there, still the newest
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))
+    # A base of another stamp (the model changed) is superseded whatever its version.
+    hostfile.write(tmp_path, ("2026-11-24", "hash", "hash-v1", 4), 1, rows, rows, vectors, {})
+    assert hostfile.newest(tmp_path, stamp, 4) is None
+
+
 def test_a_process_takes_up_the_newer_base_another_one_wrote(kb):
     one, other = MatrixCache(10**8), MatrixCache(10**8)
     one.get(kb)
