@@ -22,6 +22,8 @@ the table.
 - ``churn --chunks N --docs-per-s R --seconds S``: searches (8 clients) while documents are
   uploaded and deleted at R per second: latency p50/p99, errors, how soon a new document is
   found after it is ready, BM25 merges, memory.
+- ``cleanup [--older-than MIN]``: not a benchmark: removes the tenants interrupted runs left
+  (their chunks would keep the HNSW index every later fill inserts into row by row).
 - ``coldstart --chunks N``: a new web process's first search with the start-up warm-up on
   (process start to warm, first search) and off (the cold first search).
 - ``hostmem --chunks N --workers W``: memory of W gunicorn workers searching one knowledge
@@ -51,6 +53,7 @@ from bench.mcp import add_mcp_arguments, bench_mcp, mcp_table
 from bench.ocr import add_ocr_arguments, bench_ocr, ocr_table
 from bench.replica import add_replica_arguments, bench_replica, replica_table
 from bench.search import add_search_arguments, bench_search, search_table
+from bench.throwaway import add_cleanup_arguments, cleanup, cleanup_table
 
 
 class Benchmark(NamedTuple):
@@ -72,6 +75,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         add_churn_arguments,
         bench_churn,
         churn_table,
+    ),
+    "cleanup": Benchmark(
+        "remove the tenants interrupted benchmark runs left behind (not a benchmark)",
+        add_cleanup_arguments,
+        cleanup,
+        cleanup_table,
     ),
     "coldstart": Benchmark(
         "a new web process: start to warm, first search warmed, during warm-up and cold",

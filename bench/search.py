@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import resource
 import statistics
+import sys
 import time
 from contextlib import contextmanager
 from typing import Any
@@ -204,20 +205,22 @@ def _vector_index_exists() -> bool:
         return cursor.fetchone() is not None
 
 
-def _drop_vector_index_if_unused() -> None:
+def _drop_vector_index_if_unused() -> bool:
     """Leave the data directory as the run found it: the HNSW index this run created goes when
-    no chunk of its dimension is left. Kept, a later run's COPY would insert 300k rows into it
-    one graph insertion at a time (over 7 minutes at 100k, against ~40 s for the fill and 90 s
-    for building the index afterwards)."""
+    no chunk of its dimension is left (True: there is no index now). Kept, a later run's COPY
+    would insert 300k rows into it one graph insertion at a time (over 7 minutes at 100k,
+    against ~40 s for the fill and 90 s for building the index afterwards)."""
     if not _vector_index_exists():  # also a database never migrated: nothing to undo
-        return
+        return True
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT 1 FROM knowledge_chunk WHERE embedding_dimensions = %s LIMIT 1",
             [corpus.DIMENSIONS],
         )
-        if cursor.fetchone() is None:
-            _drop_vector_index()
+        if cursor.fetchone() is not None:
+            return False
+    _drop_vector_index()
+    return True
 
 
 @contextmanager
@@ -228,7 +231,13 @@ def vector_index_around_fill():
     dropped again at the end when the run leaves no chunk of that dimension and it was not
     there before. Enter it outside the throwaway tenants, so it ends after they are gone."""
     existed = _vector_index_exists()
-    _drop_vector_index_if_unused()
+    if existed and not _drop_vector_index_if_unused():
+        print(
+            f"bench: chunks of {corpus.DIMENSIONS} dimensions already exist, so their HNSW index "
+            "stays and the fill inserts into it row by row (slow); if an interrupted benchmark "
+            "left them, `manage.py bench cleanup` removes them",
+            file=sys.stderr,
+        )
     try:
         yield _build_vector_index
     finally:

@@ -12,13 +12,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import ProgrammingError, connection
+from django.utils import timezone
 from django.utils.text import slugify
 
-from knowledge.models import Document, KnowledgeBase
+from knowledge.models import Chunk, Document, KnowledgeBase
 from retrieval.vector.upkeep import tidy_chunk_table
 from tenancy.models import Tenant
 
@@ -45,6 +48,38 @@ def throwaway_tenants(label: str, count: int = 1, *, keep: bool = False) -> Iter
     finally:
         if not keep:
             remove(tenants)
+
+
+def add_cleanup_arguments(parser) -> None:
+    parser.add_argument(
+        "--older-than",
+        type=float,
+        default=60.0,
+        help="minutes: leave younger benchmark tenants alone (a run may still hold them)",
+    )
+
+
+def cleanup(options: dict[str, Any]) -> dict[str, Any]:
+    """Remove what interrupted (or ``--keep``) benchmark runs left: tenants whose slug starts
+    with ``bench-`` created more than ``--older-than`` minutes ago. A leftover 384-d chunk keeps
+    the HNSW index every later fill must then insert into row by row."""
+    if options["older_than"] < 0:
+        raise CommandError("--older-than must be at least 0")
+    cutoff = timezone.now() - timedelta(minutes=options["older_than"])
+    tenants = list(Tenant.objects.filter(slug__startswith="bench-", created_at__lt=cutoff))
+    names = [t.name for t in tenants]
+    chunks = Chunk.objects.filter(tenant__in=tenants).count()
+    if tenants:
+        remove(tenants)
+    return {"removed_tenants": names, "removed_chunks": chunks}
+
+
+def cleanup_table(r: dict[str, Any]) -> str:
+    if not r["removed_tenants"]:
+        return "no benchmark tenants left behind"
+    names = "\n".join(f"  {name}" for name in r["removed_tenants"])
+    count = len(r["removed_tenants"])
+    return f"removed {count} tenant(s), {r['removed_chunks']:,} chunks:\n{names}"
 
 
 def remove(tenants: list[Tenant]) -> None:

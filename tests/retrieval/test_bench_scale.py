@@ -4,19 +4,24 @@ shared."""
 
 import io
 import json
+from datetime import timedelta
 
 import numpy as np
 import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
+from django.utils import timezone
 
 from bench import corpus
 from bench.search import recall_at
+from knowledge.embeddings import EmbeddingConfig
 from knowledge.embeddings.hashing import HashEmbedder
 from knowledge.models import Chunk, KnowledgeBase
+from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.vector import hnsw
 from tenancy.models import Tenant
+from tests.factories import TenantFactory, add_document
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -183,3 +188,23 @@ def test_bench_hostmem_reads_each_workers_memory_with_and_without_host_files():
     assert 0 < shared["vector_pss_bytes"] <= 1.2 * result["one_copy_bytes"]
     assert private["vector_pss_bytes"] == 0  # without host files nothing is mapped
     assert counts() == before
+
+
+def test_bench_cleanup_removes_only_old_benchmark_tenants():
+    leftover = TenantFactory(name="bench load 0123456789", slug="bench-load-0123456789")
+    running = TenantFactory(name="bench churn 9876543210", slug="bench-churn-9876543210")
+    customer = TenantFactory(name="Benchmark Ltd", slug="benchmark-ltd")  # not "bench-"
+    old = timezone.now() - timedelta(hours=2)
+    Tenant.objects.filter(pk__in=[leftover.pk, customer.pk]).update(created_at=old)
+    kb = create_knowledge_base(
+        tenant=leftover, name="left behind", embedding=EmbeddingConfig("hash", dimensions=32)
+    )
+    add_document(kb, "pumps.md", "# Pumps\n\nThe pump needs oil every week.")
+
+    result = bench("cleanup", "--older-than", "60")
+
+    assert result["removed_tenants"] == ["bench load 0123456789"]
+    assert result["removed_chunks"] >= 1
+    assert not Tenant.objects.filter(pk=leftover.pk).exists()
+    assert not Chunk.objects.filter(knowledge_base_id=kb.pk).exists()
+    assert Tenant.objects.filter(pk__in=[running.pk, customer.pk]).count() == 2
