@@ -16,11 +16,12 @@ Vectors of another model or dimension are never compared: both are in the WHERE 
 The query runs on the database the search reads (``retrieval.replica.search_reads``); index
 creation always on the primary.
 
-``hnsw.ef_search`` is ``RAG_HNSW_EF_SEARCH`` (200). Measured on vectors shaped like real
-embeddings (``bench search``, docs/performance.md "Which path serves which size"), the index as
-built here (pgvector's m 16, ef_construction 64) finds about 0.7 of the exact top 10 at 200 once
-a knowledge base has 100k rows, and less as it grows; the exact in-memory path serves every
-knowledge base that fits its budget for that reason.
+``hnsw.ef_search`` is ``RAG_HNSW_EF_SEARCH`` (200). The index as built here (pgvector's m 16,
+ef_construction 64) found about 0.7 of the exact top 10 at 200 on ``bench search``'s generated
+vectors at 100k rows, and less as it grew; on 20k real paragraphs' embeddings 0.97 at ef 40
+(docs/performance.md, "Which path serves which size": the generated vectors are harder for a
+graph than real ones). The exact in-memory path serves every knowledge base that fits its
+budget.
 """
 
 from __future__ import annotations

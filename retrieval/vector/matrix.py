@@ -1,14 +1,17 @@
-"""The vector leg's exact path: a knowledge base's vectors as one matrix in process memory.
+"""The vector leg's exact path: a knowledge base's vectors as one matrix in memory (a file
+mapped once per host, see ``retrieval.vector.hostfile``, plus this process's changed rows).
 
-Why not always pgvector's HNSW index: an approximate graph misses much of the exact top 10
-(0.41 on vectors without neighbourhood structure, 0.54-0.79 on vectors shaped like real
-embeddings at 100k chunks, ef_search 40-400), and tuning it costs build time and query time;
-pgvector's own exact scan detoasts and casts every vector. The same exact scan as one float32
-matrix-vector product in numpy is a few milliseconds at 100k chunks, with recall 1 by
-construction (measurements: docs/performance.md, "Vector recall"). So a knowledge base whose
-matrix fits ``VECTOR_L1_MAX_BYTES`` (per process) is searched exactly here; a larger one goes to
-HNSW (``retrieval.vector.hnsw``), whose index is still kept for every dimension in use; the
-choice is ``retrieval.vector.policy``.
+Why not always pgvector's HNSW index: an approximate graph misses part of the exact top 10
+(0.41 at ef_search 40 on ``hash`` vectors, 0.54-0.79 on the benchmark's generated vectors at
+100k chunks, 0.97 on 20k real paragraphs' embeddings), and tuning it costs build time and
+query time; pgvector's own exact scan detoasts and casts every vector. The same exact scan as
+one float32 matrix-vector product in numpy is a few milliseconds at 100k chunks, with recall 1
+by construction (measurements: docs/performance.md, "Vector recall"). So a knowledge base whose
+matrix fits ``VECTOR_HOST_MAX_BYTES`` (``VECTOR_L1_MAX_BYTES`` without host files) is searched
+exactly here; a larger one goes to HNSW (``retrieval.vector.hnsw``), whose index is still kept
+for every dimension in use; the choice is ``retrieval.vector.policy``. Past ~500k chunks the
+scan outgrows a search's latency budget (~150 ms at 1M): docs/performance.md, "Which path
+serves which size", measures the in-process IVF meant to take over there.
 
 Contents: the chunks of ``ready`` documents under the knowledge base's embedding model and
 dimension (the rows a search may return), ids ascending, each row scaled to unit length so a dot
