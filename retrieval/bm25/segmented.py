@@ -39,15 +39,18 @@ from functools import cached_property
 
 import numpy as np
 
-from retrieval.bm25.index import BM25Params, _run_starts
+from retrieval.bm25.index import BM25Params
 from retrieval.bm25.segment import Segment
 
-_DENSE_FRACTION = 8  # sum densely when the postings read reach 1/8 of the documents
+_DENSE_FRACTION = 8  # sum with bincount when the postings read reach 1/8 of the documents
+# Try MaxScore when the other terms read at most this fraction of the dominant term's postings.
+_MAXSCORE_RATIO = 4
 # Term contributions kept per view (bytes), and the shortest postings worth keeping: a query
 # of common terms then reads its float64 weights instead of recomputing them (bm25s keeps every
 # term's weights precomputed, as float32; exactness forbids float32 and memory all of them).
 WEIGHT_CACHE_BYTES = 64 * 1024 * 1024
 _CACHE_MIN_POSTINGS = 2048
+_ENTRY_OVERHEAD = 256  # two array headers and the LRU's slot, roughly
 _Part = tuple[np.ndarray, np.ndarray]  # a term's global positions (ascending), contributions
 
 
@@ -70,6 +73,10 @@ class SegmentedIndex:
         self._own_deleted = deleted_per_segment
         sizes = [len(s) for s in self.segments]
         self._bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self._base_list = self._bases.tolist()
+        # Global document positions as int32 (half the memory and bandwidth of int64) while
+        # they fit, which is any index this service holds.
+        self._position_type = np.int32 if self._bases[-1] < 2**31 else np.int64
         self._all_ids = (
             np.concatenate([s.doc_ids for s in self.segments])
             if self.segments
@@ -113,6 +120,10 @@ class SegmentedIndex:
             np.add.at(self._df, ids, df)  # once per view; ids are unique within a segment
         self._idf = _floored_idf_live(self._df, self._n, params.epsilon)
         self._weights = _WeightCache(weight_cache_bytes)
+        # Zeroed float64 score buffers, one per document, for searches of several terms: a
+        # search pops one (or allocates it) and appends it back zeroed, so concurrent searches
+        # each hold their own (list.pop and list.append are atomic).
+        self._buffers: list[np.ndarray] = []
 
     def _live_of(self, segment: Segment, position: int) -> np.ndarray | None:
         deleted = self.deleted
@@ -203,33 +214,72 @@ class SegmentedIndex:
         keep = hits != 0
         if self._dead is not None:
             keep &= ~self._dead[touched]
-        ids = self._all_ids[touched]
         if allowed is not None:
-            keep &= np.isin(ids, allowed)
-        ids, hits = ids[keep], hits[keep]
-        if ids.size > top_k:
+            keep &= np.isin(self._all_ids[touched], allowed)
+        keep = keep.nonzero()[0]
+        touched, hits = touched[keep], hits[keep]
+        if hits.size > top_k:
+            # np.partition costs ~7 ns per element: first drop what scores below the k-th best
+            # of a strided sample (a subset, so that is at most the k-th best overall), keeping
+            # about 16 k candidates, then partition those.
+            step = hits.size // (16 * top_k)
+            if step >= 2:
+                sample = hits[::step]
+                floor = np.partition(sample, sample.size - top_k)[sample.size - top_k]
+                keep = (hits >= floor).nonzero()[0]
+                touched, hits = touched[keep], hits[keep]
             # Keep every document tied with the k-th best so the doc_id tie-break stays exact.
-            kth = np.partition(hits, ids.size - top_k)[ids.size - top_k]
-            best = hits >= kth
-            ids, hits = ids[best], hits[best]
+            kth = np.partition(hits, hits.size - top_k)[hits.size - top_k]
+            keep = (hits >= kth).nonzero()[0]
+            touched, hits = touched[keep], hits[keep]
+        ids = self._all_ids[touched]
         order = np.lexsort((ids, -hits))[:top_k]
         return list(zip(ids[order].tolist(), hits[order].tolist(), strict=True))
 
     def _summed(
         self, parts: list[_Part], top_k: int, allowed: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(positions, scores) of the touched documents that may be in the top k."""
-        docs = np.concatenate([d for d, _ in parts])
-        weights = np.concatenate([w for _, w in parts])
-        if docs.size * _DENSE_FRACTION >= self._all_ids.size:
-            scores = np.bincount(docs, weights, minlength=self._all_ids.size)
-            rarest = min((d for d, _ in parts), key=len)
-            touched = self._dense_candidates(scores, rarest, top_k, allowed)
+        """(positions, scores) of the touched documents that may be in the top k.
+
+        Both ways add each document's contributions in query order, as rank_bm25 does. The
+        k-th best score among the rarest term's eligible documents bounds the k-th best overall
+        from below, so only documents scoring at least that are candidates.
+
+        - Postings covering a good part of the documents: ``np.bincount`` into a fresh dense
+          array, then one scan for the candidates.
+        - Fewer: ``np.add.at`` (a fast path since numpy 1.25; positions are unique within a
+          term) into a zeroed dense buffer from the view's pool, read back term by term over
+          the postings, zeroing what was read, so a document held by several terms is read at
+          its first term only (later ones read 0) and the buffer returns to the pool zeroed.
+          No sort, no scan of every document.
+        """
+        rarest = min((p for p, _ in parts), key=len)
+        if sum(p.size for p, _ in parts) * _DENSE_FRACTION >= self._all_ids.size:
+            scores = np.bincount(
+                np.concatenate([p for p, _ in parts]),
+                np.concatenate([w for _, w in parts]),
+                minlength=self._all_ids.size,
+            )
+            bound = self._lower_bound(scores, rarest, top_k, allowed)
+            touched = np.flatnonzero(scores >= bound if bound > 0 else scores)
             return touched, scores[touched]
-        order = np.argsort(docs, kind="stable")
-        docs = docs[order]
-        starts = _run_starts(docs)
-        return docs[starts], np.add.reduceat(weights[order], starts)
+        buffer = self._buffers.pop() if self._buffers else np.zeros(self._all_ids.size)
+        for positions, weights in parts:
+            np.add.at(buffer, positions, weights)
+        bound = self._lower_bound(buffer, rarest, top_k, allowed)
+        touched_parts, hit_parts, seen = [], [], set()
+        for positions, _ in parts:
+            if id(positions) in seen:  # a repeated token: the same arrays, already read
+                continue
+            seen.add(id(positions))
+            scores = buffer.take(positions)
+            np.put(buffer, positions, 0.0)
+            keep = (scores >= bound if bound > 0 else scores).nonzero()[0]
+            touched_parts.append(positions[keep])
+            hit_parts.append(scores[keep])
+        # Only a buffer back to zeros returns to the pool (an exception above drops it).
+        self._buffers.append(buffer)
+        return np.concatenate(touched_parts), np.concatenate(hit_parts)
 
     def _without_dominant_term(
         self, parts: list[_Part], top_k: int, allowed: np.ndarray | None
@@ -241,7 +291,7 @@ class SegmentedIndex:
         document holding only that term can enter the top k. None when that does not hold."""
         dominant = max(parts, key=lambda part: part[0].size)
         rest = [part for part in parts if part is not dominant]
-        if not rest or 2 * sum(d.size for d, _ in rest) > dominant[0].size:
+        if not rest or _MAXSCORE_RATIO * sum(d.size for d, _ in rest) > dominant[0].size:
             return None
         touched, hits = self._summed(rest, 0, None) if len(rest) > 1 else rest[0]
         docs, weights = dominant
@@ -262,24 +312,24 @@ class SegmentedIndex:
             return None
         return touched, hits
 
-    def _dense_candidates(
+    def _lower_bound(
         self, scores: np.ndarray, rarest: np.ndarray, top_k: int, allowed: np.ndarray | None
-    ) -> np.ndarray:
-        """Positions that may be in the top k: those scoring at least the k-th best score among
-        the rarest query term's eligible documents (a lower bound of the k-th best overall), so
-        the partition below runs over a few candidates instead of every matching document.
-        Every non-zero score when that bound is not positive or has too few documents."""
-        sample = scores[rarest]
+    ) -> float:
+        """The k-th best score among the rarest query term's eligible documents (a lower bound
+        of the k-th best overall, so the top k scores at least that), or 0 when it has fewer
+        than k of them."""
+        if not top_k or rarest.size < top_k:
+            return 0.0
+        sample = scores.take(rarest)
         eligible = sample > 0
         if self._dead is not None:
             eligible &= ~self._dead[rarest]
         if allowed is not None:
             eligible &= np.isin(self._all_ids[rarest], allowed)
         sample = sample[eligible]
-        if top_k and sample.size >= top_k:
-            bound = np.partition(sample, sample.size - top_k)[sample.size - top_k]
-            return np.flatnonzero(scores >= bound)
-        return np.flatnonzero(scores)
+        if sample.size < top_k:
+            return 0.0
+        return float(np.partition(sample, sample.size - top_k)[sample.size - top_k])
 
     def _occurrences(self, query: Sequence[str]) -> list[_Part]:
         """(global document positions, float64 contributions) of every known query token
@@ -312,24 +362,28 @@ class SegmentedIndex:
         idf = self._idf[term_id]
         k1_plus_1 = self.params.k1 + 1
         doc_parts, weight_parts = [], []
-        for base, segment in zip(self._bases.tolist(), self.segments, strict=False):
+        bounds = zip(self._base_list, self._base_list[1:], self.segments, strict=False)
+        for base, end, segment in bounds:
             found = segment.postings_of(term)
             if found is None:
                 continue
             local, tf = found
-            docs = local + base  # int64 global positions
             weights = tf.astype(np.float64)
             # idf * (tf * (k1 + 1) / (tf + norm)), as rank_bm25 evaluates it, in place.
-            denominator = self._norm[docs]
+            denominator = self._norm[base:end][local]
             denominator += weights
             weights *= k1_plus_1
             weights /= denominator
             weights *= idf
-            doc_parts.append(docs)
+            # Global positions: the segment's own array when it starts the view (no copy).
+            doc_parts.append(local if base == 0 else local + self._position_type(base))
             weight_parts.append(weights)
         if len(doc_parts) == 1:
-            return doc_parts[0], weight_parts[0]
-        return np.concatenate(doc_parts), np.concatenate(weight_parts)
+            return doc_parts[0].astype(self._position_type, copy=False), weight_parts[0]
+        return (
+            np.concatenate(doc_parts, dtype=self._position_type),
+            np.concatenate(weight_parts),
+        )
 
 
 class _WeightCache:
@@ -350,7 +404,7 @@ class _WeightCache:
             return found
 
     def put(self, term_id: int, value: tuple[np.ndarray, np.ndarray]) -> None:
-        size = value[0].nbytes + value[1].nbytes
+        size = _entry_bytes(value)
         if size > self.max_bytes:
             return
         with self._lock:
@@ -359,8 +413,16 @@ class _WeightCache:
             self._entries[term_id] = value
             self.nbytes += size
             while self.nbytes > self.max_bytes:
-                _, (docs, weights) = self._entries.popitem(last=False)
-                self.nbytes -= docs.nbytes + weights.nbytes
+                _, evicted = self._entries.popitem(last=False)
+                self.nbytes -= _entry_bytes(evicted)
+
+
+def _entry_bytes(entry: tuple[np.ndarray, np.ndarray]) -> int:
+    """What a cache entry holds alone: its weights, its positions unless they are a view of a
+    segment's postings (a term of one segment at the start of the view), and its objects."""
+    positions, weights = entry
+    owned = positions.nbytes if positions.base is None else 0
+    return weights.nbytes + owned + _ENTRY_OVERHEAD
 
 
 def _floored_idf_live(df: np.ndarray, n: int, epsilon: float) -> np.ndarray:
