@@ -20,13 +20,15 @@ lists; each segment keeps an array mapping its local term ids to global ones, so
 term up once and reads its postings segment by segment.
 
 Query path: per query term occurrence (query order, as rank_bm25 adds them), each segment's
-postings give global document positions (segment base + local position) and float64
-contributions ``idf * tf * (k1 + 1) / (tf + norm)``. The contributions are concatenated and
-summed per document with ``np.bincount`` over a dense array when they cover a good part of the
-index, else by a stable sort and ``np.add.reduceat`` over the touched documents only (both keep
-each document's terms in query order). Deleted documents are dropped there, so their postings
-cost time until a merge removes them. Top k: a partition over the touched documents, then an
-exact sort by (-score, doc id).
+postings give global document positions (segment base + local position, int32) and float64
+contributions ``idf * tf * (k1 + 1) / (tf + norm)``, kept per view in a bounded LRU. They are
+summed per document in query order with ``np.bincount`` into a fresh dense array when they cover
+a good part of the index, else with ``np.add.at`` into a pooled zeroed buffer read back (and
+re-zeroed) over the postings only. The k-th best score among the rarest term's documents bounds
+the k-th best from below, so only documents reaching it are candidates. Deleted documents are
+dropped there, so their postings cost time until a merge removes them. Top k: a strided sample
+bounds the k-th best from below again, a partition over what reaches it, then an exact sort by
+(-score, doc id).
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ class SegmentedIndex:
         # search pops one (or allocates it) and appends it back zeroed, so concurrent searches
         # each hold their own (list.pop and list.append are atomic).
         self._buffers: list[np.ndarray] = []
+        # A term's largest contribution (8 bytes per term that was a MaxScore candidate).
+        self._max_weight: dict[int, float] = {}
 
     def _live_of(self, segment: Segment, position: int) -> np.ndarray | None:
         deleted = self.deleted
@@ -175,7 +179,10 @@ class SegmentedIndex:
         if self._dead is not None:
             arrays.append(self._dead)
         vocab = sys.getsizeof(self._vocab) + 28 * len(self._vocab)
-        return sum(a.nbytes for a in arrays) + vocab
+        # One pooled score buffer (8 bytes per stored document), which the first search of
+        # several terms allocates; each further concurrent search holds one more.
+        buffer = 8 * self._all_ids.size
+        return sum(a.nbytes for a in arrays) + vocab + buffer
 
     @property
     def total_nbytes(self) -> int:
@@ -203,13 +210,14 @@ class SegmentedIndex:
             raise ValueError(f"top_k must be >= 0, got {top_k}")
         if top_k == 0:
             return []
-        parts = self._occurrences(query)
+        term_ids: list[int] = []
+        parts = self._occurrences(query, term_ids)
         if not parts:
             return []
         if len(parts) == 1:  # one known token: its postings are the scores, no summing
             touched, hits = parts[0]
         else:
-            found = self._without_dominant_term(parts, top_k, allowed)
+            found = self._without_dominant_term(parts, term_ids, top_k, allowed)
             touched, hits = found if found is not None else self._summed(parts, top_k, allowed)
         keep = hits != 0
         if self._dead is not None:
@@ -282,23 +290,27 @@ class SegmentedIndex:
         return np.concatenate(touched_parts), np.concatenate(hit_parts)
 
     def _without_dominant_term(
-        self, parts: list[_Part], top_k: int, allowed: np.ndarray | None
+        self, parts: list[_Part], term_ids: list[int], top_k: int, allowed: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Exact top-k candidates read mostly from the other terms when one term has most of
-        the postings (MaxScore, with one non-essential term): the documents of the other terms
-        are scored in full (the dominant term's contribution looked up in its sorted postings),
-        and if the k-th best of them beats the most the dominant term alone can give, no
-        document holding only that term can enter the top k. None when that does not hold."""
-        dominant = max(parts, key=lambda part: part[0].size)
+        """Exact top-k candidates read from the other terms only when one term has most of the
+        postings (MaxScore, with one non-essential term), or None when that cannot be proven.
+
+        The other terms' documents are scored without the dominant term; theta, the k-th best
+        of those partial scores (eligible documents only), is at most the k-th best final score
+        since the dominant term adds nothing negative (its idf is not). If the most the dominant
+        term alone can give (its largest contribution, kept per view, once per occurrence) is
+        below theta, no document holding only that term can reach the top k; of the others only
+        those whose partial score plus that most reaches theta can, and only those have the
+        dominant term's contribution looked up (binary search in its sorted postings): its long
+        postings are never read."""
+        at_most = max(range(len(parts)), key=lambda i: parts[i][0].size)
+        dominant, term_id = parts[at_most], term_ids[at_most]
         rest = [part for part in parts if part is not dominant]
         if not rest or _MAXSCORE_RATIO * sum(d.size for d, _ in rest) > dominant[0].size:
             return None
+        if self._idf[term_id] < 0:
+            return None
         touched, hits = self._summed(rest, 0, None) if len(rest) > 1 else rest[0]
-        docs, weights = dominant
-        at = np.minimum(np.searchsorted(docs, touched), docs.size - 1)
-        extra = np.where(docs[at] == touched, weights[at], 0.0)
-        for _ in range(len(parts) - len(rest)):  # once per occurrence of the dominant term
-            hits = hits + extra
         eligible = hits > 0
         if self._dead is not None:
             eligible &= ~self._dead[touched]
@@ -307,9 +319,24 @@ class SegmentedIndex:
         sample = hits[eligible]
         if sample.size < top_k:
             return None
-        kth = np.partition(sample, sample.size - top_k)[sample.size - top_k]
-        if not (len(parts) - len(rest)) * max(float(weights.max()), 0.0) < kth:
+        theta = np.partition(sample, sample.size - top_k)[sample.size - top_k]
+        most = self._max_weight.get(term_id)
+        if most is None:
+            most = self._max_weight[term_id] = float(dominant[1].max())
+        occurrences = len(parts) - len(rest)
+        alone, reach = 0.0, hits
+        for _ in range(occurrences):  # float sums are monotonic: these bound the real ones
+            alone += most
+            reach = reach + most
+        if not alone < theta:
             return None
+        keep = (reach >= theta).nonzero()[0]
+        touched, hits = touched[keep], hits[keep]
+        docs, weights = dominant
+        at = np.minimum(np.searchsorted(docs, touched), docs.size - 1)
+        extra = np.where(docs[at] == touched, weights[at], 0.0)
+        for _ in range(occurrences):
+            hits = hits + extra
         return touched, hits
 
     def _lower_bound(
@@ -331,9 +358,10 @@ class SegmentedIndex:
             return 0.0
         return float(np.partition(sample, sample.size - top_k)[sample.size - top_k])
 
-    def _occurrences(self, query: Sequence[str]) -> list[_Part]:
+    def _occurrences(self, query: Sequence[str], term_ids: list[int] | None = None) -> list[_Part]:
         """(global document positions, float64 contributions) of every known query token
-        occurrence, in query order (a repeated token's parts are the same object)."""
+        occurrence, in query order (a repeated token's parts are the same object); their term
+        ids appended to `term_ids` when given."""
         if isinstance(query, str):
             raise TypeError("query must be a sequence of tokens, not a string")
         cache: dict[str, _Part | None] = {}
@@ -344,11 +372,13 @@ class SegmentedIndex:
             found = cache[term]
             if found is not None:
                 parts.append(found)
+                if term_ids is not None:
+                    term_ids.append(self._vocab[term])
         return parts
 
     def _term_contributions(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         term_id = self._vocab.get(term)
-        if term_id is None or self._df[term_id] == 0:
+        if term_id is None or not self._df[term_id]:
             return None
         cached = self._weights.get(term_id)
         if cached is not None:
@@ -359,31 +389,29 @@ class SegmentedIndex:
         return computed
 
     def _compute_contributions(self, term: str, term_id: int) -> tuple[np.ndarray, np.ndarray]:
-        idf = self._idf[term_id]
-        k1_plus_1 = self.params.k1 + 1
-        doc_parts, weight_parts = [], []
-        bounds = zip(self._base_list, self._base_list[1:], self.segments, strict=False)
-        for base, end, segment in bounds:
+        doc_parts, tf_parts = [], []
+        bases = zip(self._base_list, self.segments, strict=False)
+        for base, segment in bases:
             found = segment.postings_of(term)
             if found is None:
                 continue
             local, tf = found
-            weights = tf.astype(np.float64)
-            # idf * (tf * (k1 + 1) / (tf + norm)), as rank_bm25 evaluates it, in place.
-            denominator = self._norm[base:end][local]
-            denominator += weights
-            weights *= k1_plus_1
-            weights /= denominator
-            weights *= idf
             # Global positions: the segment's own array when it starts the view (no copy).
             doc_parts.append(local if base == 0 else local + self._position_type(base))
-            weight_parts.append(weights)
+            tf_parts.append(tf)
         if len(doc_parts) == 1:
-            return doc_parts[0].astype(self._position_type, copy=False), weight_parts[0]
-        return (
-            np.concatenate(doc_parts, dtype=self._position_type),
-            np.concatenate(weight_parts),
-        )
+            docs = doc_parts[0].astype(self._position_type, copy=False)
+            weights = tf_parts[0].astype(np.float64)
+        else:
+            docs = np.concatenate(doc_parts, dtype=self._position_type)
+            weights = np.concatenate(tf_parts, dtype=np.float64)
+        # idf * (tf * (k1 + 1) / (tf + norm)), as rank_bm25 evaluates it, in place.
+        denominator = self._norm.take(docs)
+        denominator += weights
+        weights *= self.params.k1 + 1
+        weights /= denominator
+        weights *= self._idf[term_id]
+        return docs, weights
 
 
 class _WeightCache:
