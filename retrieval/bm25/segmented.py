@@ -20,13 +20,15 @@ lists; each segment keeps an array mapping its local term ids to global ones, so
 term up once and reads its postings segment by segment.
 
 Query path: per query term occurrence (query order, as rank_bm25 adds them), each segment's
-postings give global document positions (segment base + local position) and float64
-contributions ``idf * tf * (k1 + 1) / (tf + norm)``. The contributions are concatenated and
-summed per document with ``np.bincount`` over a dense array when they cover a good part of the
-index, else by a stable sort and ``np.add.reduceat`` over the touched documents only (both keep
-each document's terms in query order). Deleted documents are dropped there, so their postings
-cost time until a merge removes them. Top k: a partition over the touched documents, then an
-exact sort by (-score, doc id).
+postings give global document positions (segment base + local position, int32) and float64
+contributions ``idf * tf * (k1 + 1) / (tf + norm)``, kept per view in a bounded LRU. They are
+summed per document in query order with ``np.bincount`` into a fresh dense array when they cover
+a good part of the index, else with ``np.add.at`` into a pooled zeroed buffer read back (and
+re-zeroed) over the postings only. The k-th best score among the rarest term's documents bounds
+the k-th best from below, so only documents reaching it are candidates. Deleted documents are
+dropped there, so their postings cost time until a merge removes them. Top k: a strided sample
+bounds the k-th best from below again, a partition over what reaches it, then an exact sort by
+(-score, doc id).
 """
 
 from __future__ import annotations
@@ -39,15 +41,18 @@ from functools import cached_property
 
 import numpy as np
 
-from retrieval.bm25.index import BM25Params, _run_starts
+from retrieval.bm25.index import BM25Params
 from retrieval.bm25.segment import Segment
 
-_DENSE_FRACTION = 8  # sum densely when the postings read reach 1/8 of the documents
+_DENSE_FRACTION = 8  # sum with bincount when the postings read reach 1/8 of the documents
+# Try MaxScore when the other terms read at most this fraction of the dominant term's postings.
+_MAXSCORE_RATIO = 4
 # Term contributions kept per view (bytes), and the shortest postings worth keeping: a query
 # of common terms then reads its float64 weights instead of recomputing them (bm25s keeps every
 # term's weights precomputed, as float32; exactness forbids float32 and memory all of them).
 WEIGHT_CACHE_BYTES = 64 * 1024 * 1024
 _CACHE_MIN_POSTINGS = 2048
+_ENTRY_OVERHEAD = 256  # two array headers and the LRU's slot, roughly
 _Part = tuple[np.ndarray, np.ndarray]  # a term's global positions (ascending), contributions
 
 
@@ -70,6 +75,10 @@ class SegmentedIndex:
         self._own_deleted = deleted_per_segment
         sizes = [len(s) for s in self.segments]
         self._bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self._base_list = self._bases.tolist()
+        # Global document positions as int32 (half the memory and bandwidth of int64) while
+        # they fit, which is any index this service holds.
+        self._position_type = np.int32 if self._bases[-1] < 2**31 else np.int64
         self._all_ids = (
             np.concatenate([s.doc_ids for s in self.segments])
             if self.segments
@@ -113,6 +122,12 @@ class SegmentedIndex:
             np.add.at(self._df, ids, df)  # once per view; ids are unique within a segment
         self._idf = _floored_idf_live(self._df, self._n, params.epsilon)
         self._weights = _WeightCache(weight_cache_bytes)
+        # Zeroed float64 score buffers, one per document, for searches of several terms: a
+        # search pops one (or allocates it) and appends it back zeroed, so concurrent searches
+        # each hold their own (list.pop and list.append are atomic).
+        self._buffers: list[np.ndarray] = []
+        # A term's largest contribution (8 bytes per term that was a MaxScore candidate).
+        self._max_weight: dict[int, float] = {}
 
     def _live_of(self, segment: Segment, position: int) -> np.ndarray | None:
         deleted = self.deleted
@@ -164,7 +179,10 @@ class SegmentedIndex:
         if self._dead is not None:
             arrays.append(self._dead)
         vocab = sys.getsizeof(self._vocab) + 28 * len(self._vocab)
-        return sum(a.nbytes for a in arrays) + vocab
+        # One pooled score buffer (8 bytes per stored document), which the first search of
+        # several terms allocates; each further concurrent search holds one more.
+        buffer = 8 * self._all_ids.size
+        return sum(a.nbytes for a in arrays) + vocab + buffer
 
     @property
     def total_nbytes(self) -> int:
@@ -192,63 +210,107 @@ class SegmentedIndex:
             raise ValueError(f"top_k must be >= 0, got {top_k}")
         if top_k == 0:
             return []
-        parts = self._occurrences(query)
+        term_ids: list[int] = []
+        parts = self._occurrences(query, term_ids)
         if not parts:
             return []
         if len(parts) == 1:  # one known token: its postings are the scores, no summing
             touched, hits = parts[0]
         else:
-            found = self._without_dominant_term(parts, top_k, allowed)
+            found = self._without_dominant_term(parts, term_ids, top_k, allowed)
             touched, hits = found if found is not None else self._summed(parts, top_k, allowed)
         keep = hits != 0
         if self._dead is not None:
             keep &= ~self._dead[touched]
-        ids = self._all_ids[touched]
         if allowed is not None:
-            keep &= np.isin(ids, allowed)
-        ids, hits = ids[keep], hits[keep]
-        if ids.size > top_k:
+            keep &= np.isin(self._all_ids[touched], allowed)
+        keep = keep.nonzero()[0]
+        touched, hits = touched[keep], hits[keep]
+        if hits.size > top_k:
+            # np.partition costs ~7 ns per element: first drop what scores below the k-th best
+            # of a strided sample (a subset, so that is at most the k-th best overall), keeping
+            # about 16 k candidates, then partition those.
+            step = hits.size // (16 * top_k)
+            if step >= 2:
+                sample = hits[::step]
+                floor = np.partition(sample, sample.size - top_k)[sample.size - top_k]
+                keep = (hits >= floor).nonzero()[0]
+                touched, hits = touched[keep], hits[keep]
             # Keep every document tied with the k-th best so the doc_id tie-break stays exact.
-            kth = np.partition(hits, ids.size - top_k)[ids.size - top_k]
-            best = hits >= kth
-            ids, hits = ids[best], hits[best]
+            kth = np.partition(hits, hits.size - top_k)[hits.size - top_k]
+            keep = (hits >= kth).nonzero()[0]
+            touched, hits = touched[keep], hits[keep]
+        ids = self._all_ids[touched]
         order = np.lexsort((ids, -hits))[:top_k]
         return list(zip(ids[order].tolist(), hits[order].tolist(), strict=True))
 
     def _summed(
         self, parts: list[_Part], top_k: int, allowed: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(positions, scores) of the touched documents that may be in the top k."""
-        docs = np.concatenate([d for d, _ in parts])
-        weights = np.concatenate([w for _, w in parts])
-        if docs.size * _DENSE_FRACTION >= self._all_ids.size:
-            scores = np.bincount(docs, weights, minlength=self._all_ids.size)
-            rarest = min((d for d, _ in parts), key=len)
-            touched = self._dense_candidates(scores, rarest, top_k, allowed)
+        """(positions, scores) of the touched documents that may be in the top k.
+
+        Both ways add each document's contributions in query order, as rank_bm25 does. The
+        k-th best score among the rarest term's eligible documents bounds the k-th best overall
+        from below, so only documents scoring at least that are candidates.
+
+        - Postings covering a good part of the documents: ``np.bincount`` into a fresh dense
+          array, then one scan for the candidates.
+        - Fewer: ``np.add.at`` (a fast path since numpy 1.25; positions are unique within a
+          term) into a zeroed dense buffer from the view's pool, read back term by term over
+          the postings, zeroing what was read, so a document held by several terms is read at
+          its first term only (later ones read 0) and the buffer returns to the pool zeroed.
+          No sort, no scan of every document.
+        """
+        rarest = min((p for p, _ in parts), key=len)
+        if sum(p.size for p, _ in parts) * _DENSE_FRACTION >= self._all_ids.size:
+            scores = np.bincount(
+                np.concatenate([p for p, _ in parts]),
+                np.concatenate([w for _, w in parts]),
+                minlength=self._all_ids.size,
+            )
+            bound = self._lower_bound(scores, rarest, top_k, allowed)
+            touched = np.flatnonzero(scores >= bound if bound > 0 else scores)
             return touched, scores[touched]
-        order = np.argsort(docs, kind="stable")
-        docs = docs[order]
-        starts = _run_starts(docs)
-        return docs[starts], np.add.reduceat(weights[order], starts)
+        buffer = self._buffers.pop() if self._buffers else np.zeros(self._all_ids.size)
+        for positions, weights in parts:
+            np.add.at(buffer, positions, weights)
+        bound = self._lower_bound(buffer, rarest, top_k, allowed)
+        touched_parts, hit_parts, seen = [], [], set()
+        for positions, _ in parts:
+            if id(positions) in seen:  # a repeated token: the same arrays, already read
+                continue
+            seen.add(id(positions))
+            scores = buffer.take(positions)
+            np.put(buffer, positions, 0.0)
+            keep = (scores >= bound if bound > 0 else scores).nonzero()[0]
+            touched_parts.append(positions[keep])
+            hit_parts.append(scores[keep])
+        # Only a buffer back to zeros returns to the pool (an exception above drops it).
+        self._buffers.append(buffer)
+        return np.concatenate(touched_parts), np.concatenate(hit_parts)
 
     def _without_dominant_term(
-        self, parts: list[_Part], top_k: int, allowed: np.ndarray | None
+        self, parts: list[_Part], term_ids: list[int], top_k: int, allowed: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Exact top-k candidates read mostly from the other terms when one term has most of
-        the postings (MaxScore, with one non-essential term): the documents of the other terms
-        are scored in full (the dominant term's contribution looked up in its sorted postings),
-        and if the k-th best of them beats the most the dominant term alone can give, no
-        document holding only that term can enter the top k. None when that does not hold."""
-        dominant = max(parts, key=lambda part: part[0].size)
+        """Exact top-k candidates read from the other terms only when one term has most of the
+        postings (MaxScore, with one non-essential term), or None when that cannot be proven.
+
+        The other terms' documents are scored without the dominant term; theta, the k-th best
+        of those partial scores (eligible documents only), is at most the k-th best final score
+        since the dominant term adds nothing negative (its idf is not). If the most the dominant
+        term alone can give (its largest contribution, kept per view, once per occurrence) is
+        below theta, no document holding only that term can reach the top k; of the others only
+        those whose partial score plus that most reaches theta can, and only those have the
+        dominant term's contribution looked up (binary search in its sorted postings): its long
+        postings are never read."""
+        at_most = max(range(len(parts)), key=lambda i: parts[i][0].size)
+        dominant, term_id = parts[at_most], term_ids[at_most]
         rest = [part for part in parts if part is not dominant]
-        if not rest or 2 * sum(d.size for d, _ in rest) > dominant[0].size:
+        if not rest or _MAXSCORE_RATIO * sum(d.size for d, _ in rest) > dominant[0].size:
+            return None
+        if self._idf[term_id] < 0:
             return None
         touched, hits = self._summed(rest, 0, None) if len(rest) > 1 else rest[0]
-        docs, weights = dominant
-        at = np.minimum(np.searchsorted(docs, touched), docs.size - 1)
-        extra = np.where(docs[at] == touched, weights[at], 0.0)
-        for _ in range(len(parts) - len(rest)):  # once per occurrence of the dominant term
-            hits = hits + extra
         eligible = hits > 0
         if self._dead is not None:
             eligible &= ~self._dead[touched]
@@ -257,33 +319,49 @@ class SegmentedIndex:
         sample = hits[eligible]
         if sample.size < top_k:
             return None
-        kth = np.partition(sample, sample.size - top_k)[sample.size - top_k]
-        if not (len(parts) - len(rest)) * max(float(weights.max()), 0.0) < kth:
+        theta = np.partition(sample, sample.size - top_k)[sample.size - top_k]
+        most = self._max_weight.get(term_id)
+        if most is None:
+            most = self._max_weight[term_id] = float(dominant[1].max())
+        occurrences = len(parts) - len(rest)
+        alone, reach = 0.0, hits
+        for _ in range(occurrences):  # float sums are monotonic: these bound the real ones
+            alone += most
+            reach = reach + most
+        if not alone < theta:
             return None
+        keep = (reach >= theta).nonzero()[0]
+        touched, hits = touched[keep], hits[keep]
+        docs, weights = dominant
+        at = np.minimum(np.searchsorted(docs, touched), docs.size - 1)
+        extra = np.where(docs[at] == touched, weights[at], 0.0)
+        for _ in range(occurrences):
+            hits = hits + extra
         return touched, hits
 
-    def _dense_candidates(
+    def _lower_bound(
         self, scores: np.ndarray, rarest: np.ndarray, top_k: int, allowed: np.ndarray | None
-    ) -> np.ndarray:
-        """Positions that may be in the top k: those scoring at least the k-th best score among
-        the rarest query term's eligible documents (a lower bound of the k-th best overall), so
-        the partition below runs over a few candidates instead of every matching document.
-        Every non-zero score when that bound is not positive or has too few documents."""
-        sample = scores[rarest]
+    ) -> float:
+        """The k-th best score among the rarest query term's eligible documents (a lower bound
+        of the k-th best overall, so the top k scores at least that), or 0 when it has fewer
+        than k of them."""
+        if not top_k or rarest.size < top_k:
+            return 0.0
+        sample = scores.take(rarest)
         eligible = sample > 0
         if self._dead is not None:
             eligible &= ~self._dead[rarest]
         if allowed is not None:
             eligible &= np.isin(self._all_ids[rarest], allowed)
         sample = sample[eligible]
-        if top_k and sample.size >= top_k:
-            bound = np.partition(sample, sample.size - top_k)[sample.size - top_k]
-            return np.flatnonzero(scores >= bound)
-        return np.flatnonzero(scores)
+        if sample.size < top_k:
+            return 0.0
+        return float(np.partition(sample, sample.size - top_k)[sample.size - top_k])
 
-    def _occurrences(self, query: Sequence[str]) -> list[_Part]:
+    def _occurrences(self, query: Sequence[str], term_ids: list[int] | None = None) -> list[_Part]:
         """(global document positions, float64 contributions) of every known query token
-        occurrence, in query order (a repeated token's parts are the same object)."""
+        occurrence, in query order (a repeated token's parts are the same object); their term
+        ids appended to `term_ids` when given."""
         if isinstance(query, str):
             raise TypeError("query must be a sequence of tokens, not a string")
         cache: dict[str, _Part | None] = {}
@@ -294,11 +372,13 @@ class SegmentedIndex:
             found = cache[term]
             if found is not None:
                 parts.append(found)
+                if term_ids is not None:
+                    term_ids.append(self._vocab[term])
         return parts
 
     def _term_contributions(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         term_id = self._vocab.get(term)
-        if term_id is None or self._df[term_id] == 0:
+        if term_id is None or not self._df[term_id]:
             return None
         cached = self._weights.get(term_id)
         if cached is not None:
@@ -309,27 +389,29 @@ class SegmentedIndex:
         return computed
 
     def _compute_contributions(self, term: str, term_id: int) -> tuple[np.ndarray, np.ndarray]:
-        idf = self._idf[term_id]
-        k1_plus_1 = self.params.k1 + 1
-        doc_parts, weight_parts = [], []
-        for base, segment in zip(self._bases.tolist(), self.segments, strict=False):
+        doc_parts, tf_parts = [], []
+        bases = zip(self._base_list, self.segments, strict=False)
+        for base, segment in bases:
             found = segment.postings_of(term)
             if found is None:
                 continue
             local, tf = found
-            docs = local + base  # int64 global positions
-            weights = tf.astype(np.float64)
-            # idf * (tf * (k1 + 1) / (tf + norm)), as rank_bm25 evaluates it, in place.
-            denominator = self._norm[docs]
-            denominator += weights
-            weights *= k1_plus_1
-            weights /= denominator
-            weights *= idf
-            doc_parts.append(docs)
-            weight_parts.append(weights)
+            # Global positions: the segment's own array when it starts the view (no copy).
+            doc_parts.append(local if base == 0 else local + self._position_type(base))
+            tf_parts.append(tf)
         if len(doc_parts) == 1:
-            return doc_parts[0], weight_parts[0]
-        return np.concatenate(doc_parts), np.concatenate(weight_parts)
+            docs = doc_parts[0].astype(self._position_type, copy=False)
+            weights = tf_parts[0].astype(np.float64)
+        else:
+            docs = np.concatenate(doc_parts, dtype=self._position_type)
+            weights = np.concatenate(tf_parts, dtype=np.float64)
+        # idf * (tf * (k1 + 1) / (tf + norm)), as rank_bm25 evaluates it, in place.
+        denominator = self._norm.take(docs)
+        denominator += weights
+        weights *= self.params.k1 + 1
+        weights /= denominator
+        weights *= self._idf[term_id]
+        return docs, weights
 
 
 class _WeightCache:
@@ -350,7 +432,7 @@ class _WeightCache:
             return found
 
     def put(self, term_id: int, value: tuple[np.ndarray, np.ndarray]) -> None:
-        size = value[0].nbytes + value[1].nbytes
+        size = _entry_bytes(value)
         if size > self.max_bytes:
             return
         with self._lock:
@@ -359,8 +441,16 @@ class _WeightCache:
             self._entries[term_id] = value
             self.nbytes += size
             while self.nbytes > self.max_bytes:
-                _, (docs, weights) = self._entries.popitem(last=False)
-                self.nbytes -= docs.nbytes + weights.nbytes
+                _, evicted = self._entries.popitem(last=False)
+                self.nbytes -= _entry_bytes(evicted)
+
+
+def _entry_bytes(entry: tuple[np.ndarray, np.ndarray]) -> int:
+    """What a cache entry holds alone: its weights, its positions unless they are a view of a
+    segment's postings (a term of one segment at the start of the view), and its objects."""
+    positions, weights = entry
+    owned = positions.nbytes if positions.base is None else 0
+    return weights.nbytes + owned + _ENTRY_OVERHEAD
 
 
 def _floored_idf_live(df: np.ndarray, n: int, epsilon: float) -> np.ndarray:
