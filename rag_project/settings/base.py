@@ -317,6 +317,9 @@ VECTOR_L1_MAX_BYTES = env.int("VECTOR_L1_MAX_BYTES", default=512 * 1024 * 1024)
 # the file was written).
 VECTOR_HOST_FILES = env.bool("VECTOR_HOST_FILES", default=True)
 VECTOR_HOST_DIR = Path(env.str("VECTOR_HOST_DIR", default=str(RAG_DATA_DIR / "vectors")))
+# A process that finds no file waits this long for another process of the host loading the
+# same matrix (then maps its file) before loading a private copy itself.
+VECTOR_HOST_WAIT_S = env.float("VECTOR_HOST_WAIT_S", default=120.0)
 VECTOR_HOST_MAX_BYTES = env.int(
     "VECTOR_HOST_MAX_BYTES",
     default=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4,

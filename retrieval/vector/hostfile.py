@@ -32,6 +32,8 @@ import json
 import logging
 import os
 import shutil
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,9 @@ class Base:
     documents: np.ndarray  # int64 (memory-mapped)
     vectors: np.ndarray  # float32 (rows, dimensions), unit rows (memory-mapped)
     processed: dict[int, str]  # document id -> processed_at (isoformat) at that version
+
+
+_LOCK_POLL_S = 0.05
 
 
 def enabled() -> bool:
@@ -162,8 +167,41 @@ def _write_atomically(path: Path, data: np.ndarray | bytes) -> None:
     os.replace(temporary, path)
 
 
+_held = threading.local()  # folders whose writer lock this thread holds (``exclusive``)
+
+
+@contextlib.contextmanager
+def exclusive(folder: Path, wait_s: float):
+    """The host's writer lock of ``folder``, waiting up to ``wait_s`` while another process
+    holds it (loading and writing a base); yields whether it was taken. A cold process loads
+    inside it, so the processes of a host that all start cold write the matrix once: the first
+    loads and writes, the others find its file when the lock is theirs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_s
+    with open(folder / ".lock", "a+") as handle:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(_LOCK_POLL_S)  # flock has no timeout of its own
+        held = _held.__dict__.setdefault("folders", set())
+        held.add(folder)
+        try:
+            yield True
+        finally:
+            held.discard(folder)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 @contextlib.contextmanager
 def _writer_lock(folder: Path):
+    if folder in _held.__dict__.get("folders", ()):  # taken by this thread in ``exclusive``
+        yield True
+        return
     with open(folder / ".lock", "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

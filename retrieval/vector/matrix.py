@@ -41,6 +41,7 @@ snapshot's rows.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -361,8 +362,13 @@ def load(
             if base is not None:
                 held, source = _on_base(base, stamp), "file"
         if held is None or held.stamp != stamp:
-            ids, owners, vectors = _fetch(alias, params, None, dimensions)
-            return _stored(folder, stamp, version, ids, owners, vectors, processed), "load"
+            with _first_writer(folder):  # another process may be loading it for the host
+                base = hostfile.newest(folder, stamp, dimensions) if hostfile.enabled() else None
+                if base is not None:  # it was: map its file and catch up by a delta below
+                    held, source = _on_base(base, stamp), "file"
+                else:
+                    ids, owners, vectors = _fetch(alias, params, None, dimensions)
+                    return _stored(folder, stamp, version, ids, owners, vectors, processed), "load"
         same = np.array(
             [d for d, at in processed.items() if held.processed.get(d, _MISSING) == at],
             dtype=np.int64,
@@ -422,6 +428,14 @@ def _merged(parts: list[Part], dimensions: int) -> tuple[np.ndarray, np.ndarray,
     order = np.argsort(all_ids, kind="stable")
     stacked = np.concatenate(vectors) if vectors else np.empty((0, dimensions), np.float32)
     return all_ids[order], stacked[order], np.concatenate(owners)[order]
+
+
+def _first_writer(folder):
+    """With host files, the host's writer lock of the knowledge base's folder, waited for up
+    to ``VECTOR_HOST_WAIT_S`` (past it this process loads on its own, privately)."""
+    if not hostfile.enabled():
+        return contextlib.nullcontext(False)
+    return hostfile.exclusive(folder, settings.VECTOR_HOST_WAIT_S)
 
 
 def _stored(folder, stamp, version, ids, owners, vectors, processed) -> VectorMatrix:

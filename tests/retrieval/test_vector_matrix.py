@@ -370,3 +370,24 @@ def test_eight_concurrent_cold_searches_load_the_matrix_once():
         assert len({id(h.matrix) for h in handles}) == 1
     finally:
         tenant.delete()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cold_processes_of_a_host_write_the_file_once_and_map_it():
+    # Four processes starting cold at once (each its own cache; threads here, and the host's
+    # lock is a file lock, which threads contend for as processes do): one loads and writes
+    # the file, the others wait for it and map it instead of each holding a private copy.
+    tenant = TenantFactory()
+    kb = create_knowledge_base(
+        tenant=tenant, name="Cold host", embedding=EmbeddingConfig("hash", dimensions=32)
+    )
+    try:
+        for i in range(6):
+            add_document(kb, f"c{i}.txt", " ".join(WORDS[i : i + 5]))
+        handles = at_once(4, lambda: MatrixCache(10**8).get(KnowledgeBase.objects.get(pk=kb.pk)))
+        assert sorted(h.source for h in handles) == ["file", "file", "file", "load"]
+        assert all(h.matrix.parts[0].shared for h in handles)
+        assert len({h.matrix.base_name for h in handles}) == 1
+        assert all(h.matrix.nbytes < h.matrix.total_bytes // 10 for h in handles)
+    finally:
+        tenant.delete()
