@@ -61,6 +61,7 @@ class Benchmark(NamedTuple):
     add_arguments: Callable[[Any], None]
     run: Callable[[dict[str, Any]], dict[str, Any]]
     table: Callable[[dict[str, Any]], str]
+    database: bool = True  # reads or writes the database (checked to be migrated first)
 
 
 BENCHMARKS: dict[str, Benchmark] = {
@@ -93,12 +94,14 @@ BENCHMARKS: dict[str, Benchmark] = {
         add_fusion_arguments,
         bench_fusion,
         fusion_table,
+        database=False,
     ),
     "ocr": Benchmark(
         "OCR character accuracy (Chinese, English) and pages per minute on scanned pages",
         add_ocr_arguments,
         bench_ocr,
         ocr_table,
+        database=False,
     ),
     "search": Benchmark(
         "service-level search latency and vector recall on N synthetic chunks",
@@ -162,5 +165,24 @@ def add_arguments(parser) -> None:
 def run(options: dict[str, Any]) -> str:
     """The benchmark named in ``options``, as one JSON object (``--json``) or its table."""
     benchmark = BENCHMARKS[options["benchmark"]]
+    if benchmark.database:
+        _check_migrated()
     result = benchmark.run(options)
     return json.dumps(result) if options["json"] else benchmark.table(result)
+
+
+def _check_migrated() -> None:
+    """A benchmark on a database behind the code fails minutes in, in its fill or teardown:
+    say so before it starts."""
+    from django.core.management.base import CommandError
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if pending:
+        names = ", ".join(f"{m.app_label}.{m.name}" for m, _ in pending[:5])
+        raise CommandError(
+            f"The database has {len(pending)} unapplied migration(s) ({names}): run "
+            "`manage.py migrate` first."
+        )
