@@ -354,8 +354,10 @@ def test_the_langchain_store_takes_the_same_path_to_the_same_neighbours(kb, sett
     )
 
 
-@pytest.mark.django_db(transaction=True)
-def test_eight_concurrent_cold_searches_load_the_matrix_once():
+@pytest.fixture
+def committed_kb():
+    """Six documents in a knowledge base committed for other threads to read (transactional
+    tests), removed with its tenant afterwards."""
     tenant = TenantFactory()
     kb = create_knowledge_base(
         tenant=tenant, name="Concurrent", embedding=EmbeddingConfig("hash", dimensions=32)
@@ -364,30 +366,27 @@ def test_eight_concurrent_cold_searches_load_the_matrix_once():
         for i in range(6):
             add_document(kb, f"c{i}.txt", " ".join(WORDS[i : i + 5]))
         kb.refresh_from_db()
-        cache = MatrixCache(10**8)
-        handles = at_once(8, lambda: cache.get(KnowledgeBase.objects.get(pk=kb.pk)))
-        assert sorted(h.source for h in handles) == ["l1"] * 7 + ["load"]
-        assert len({id(h.matrix) for h in handles}) == 1
+        yield kb
     finally:
         tenant.delete()
 
 
 @pytest.mark.django_db(transaction=True)
-def test_cold_processes_of_a_host_write_the_file_once_and_map_it():
+def test_eight_concurrent_cold_searches_load_the_matrix_once(committed_kb):
+    cache = MatrixCache(10**8)
+    handles = at_once(8, lambda: cache.get(KnowledgeBase.objects.get(pk=committed_kb.pk)))
+    assert sorted(h.source for h in handles) == ["l1"] * 7 + ["load"]
+    assert len({id(h.matrix) for h in handles}) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cold_processes_of_a_host_write_the_file_once_and_map_it(committed_kb):
     # Four processes starting cold at once (each its own cache; threads here, and the host's
     # lock is a file lock, which threads contend for as processes do): one loads and writes
     # the file, the others wait for it and map it instead of each holding a private copy.
-    tenant = TenantFactory()
-    kb = create_knowledge_base(
-        tenant=tenant, name="Cold host", embedding=EmbeddingConfig("hash", dimensions=32)
-    )
-    try:
-        for i in range(6):
-            add_document(kb, f"c{i}.txt", " ".join(WORDS[i : i + 5]))
-        handles = at_once(4, lambda: MatrixCache(10**8).get(KnowledgeBase.objects.get(pk=kb.pk)))
-        assert sorted(h.source for h in handles) == ["file", "file", "file", "load"]
-        assert all(h.matrix.parts[0].shared for h in handles)
-        assert len({h.matrix.base_name for h in handles}) == 1
-        assert all(h.matrix.nbytes < h.matrix.total_bytes // 10 for h in handles)
-    finally:
-        tenant.delete()
+    pk = committed_kb.pk
+    handles = at_once(4, lambda: MatrixCache(10**8).get(KnowledgeBase.objects.get(pk=pk)))
+    assert sorted(h.source for h in handles) == ["file", "file", "file", "load"]
+    assert all(h.matrix.parts[0].shared for h in handles)
+    assert len({h.matrix.base_name for h in handles}) == 1
+    assert all(h.matrix.nbytes < h.matrix.total_bytes // 10 for h in handles)
