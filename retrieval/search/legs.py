@@ -189,12 +189,9 @@ class Legs:
             handle = self.store().get(kb, fresh=True)  # kb was read at the start of this search
         except KnowledgeBase.DoesNotExist:
             raise KnowledgeBaseNotFound(f"knowledge base {kb.pk} not found") from None
-        except DatabaseError:
-            if search_reads() == REPLICA:
-                raise  # the replica failed, not the index: the service retries on the primary
-            logger.exception("BM25 index unavailable for knowledge base %s", kb.pk)
-            return "BM25 unavailable"
-        except Exception:  # the keyword leg failing must not fail the search
+        except Exception as exc:  # the keyword leg failing must not fail the search...
+            if isinstance(exc, DatabaseError) and search_reads() == REPLICA:
+                raise  # ...but a failing replica is the route's: the service retries on the primary
             logger.exception("BM25 index unavailable for knowledge base %s", kb.pk)
             return "BM25 unavailable"
         analyzer = get_analyzer(kb.user_words)
