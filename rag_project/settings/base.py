@@ -277,6 +277,9 @@ BM25_BUILD_WAIT_S = env.float("BM25_BUILD_WAIT_S", default=30.0)
 # A search whose knowledge base changed waits this long for another process's build of the new
 # version when it holds (or finds stored) an older complete one, then answers from the older.
 BM25_STALE_WAIT_S = env.float("BM25_STALE_WAIT_S", default=1.0)
+# After a change, a search process holding an older complete view answers from it for up to
+# this long while the Celery worker builds the new version (0: the first search builds it).
+BM25_DEFER_BUILD_S = env.float("BM25_DEFER_BUILD_S", default=5.0)
 # Segments a merge folded away are deleted from L3 this long after (a build that started from
 # the older manifest may still name them).
 BM25_SEGMENT_GRACE_S = env.float("BM25_SEGMENT_GRACE_S", default=600.0)

@@ -38,6 +38,7 @@ class IndexHandle:
     built: str = ""  # "full" or "delta" when tier is build
     loaded_segments: int = 0  # segments fetched from L2/L3 (the others were held already)
     stale: bool = False  # an older version, served while another process builds the asked one
+    deferred: bool = False  # stale because the worker builds the asked version (not waited)
     asked_version: int = 0  # the version asked for (``version`` is older when stale)
 
     def trace(self) -> dict[str, Any]:
@@ -57,5 +58,6 @@ class IndexHandle:
             "deleted": int(self.view.manifest.deleted.size) if self.view else 0,
             "loaded_segments": self.loaded_segments,
             "stale": self.stale,
+            "deferred": self.deferred,
             "asked_version": self.asked_version,
         }

@@ -21,6 +21,16 @@ segments and drop deleted chunks in the background (``merge``, a Celery task).
 A payload from L2 or L3 whose HMAC does not check out is never unpickled: it is deleted from
 that tier, logged on ``rag.security``, and the store carries on to the next tier or rebuilds.
 
+**Builds after a change are the Celery worker's.** Every change queues ``invalidate_and_warm``,
+which builds the new version into L2 and L3; a search process that holds an older complete view
+of the knowledge base answers from it (the handle says ``stale`` and ``deferred``) for up to
+``BM25_DEFER_BUILD_S`` after it first saw a newer version than that view, without taking the
+build lock, and then loads the worker's segment (one small read). Before, the first search after
+each change built the delta itself, in the request path, and a sync web worker's other requests
+queued behind it: at 300k chunks and a change a second, two web workers built 83 deltas in two
+minutes, at 0.4-1.4 s each under load (docs/performance.md, "Churn"). Past the deferral (no
+worker, or one far behind) the search builds it as below, so staleness stays bounded.
+
 One build per (KB, version) across processes: the first get takes the build lock; the others
 wait for its result, polling the tiers, and build it themselves (correctness first) if the wait
 runs out. A get that has an older complete view (in L1 or stored) waits only
@@ -95,6 +105,7 @@ class BM25StoreConfig:
     build_wait_s: float
     stale_wait_s: float = 1.0
     segment_grace_s: float = 600.0
+    defer_build_s: float = 0.0
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> BM25StoreConfig:
@@ -106,6 +117,7 @@ class BM25StoreConfig:
             "build_wait_s": settings.BM25_BUILD_WAIT_S,
             "stale_wait_s": settings.BM25_STALE_WAIT_S,
             "segment_grace_s": settings.BM25_SEGMENT_GRACE_S,
+            "defer_build_s": settings.BM25_DEFER_BUILD_S,
         }
         return cls(**(values | overrides))
 
@@ -191,6 +203,8 @@ class BM25Store:
         self._count_lock = threading.Lock()
         self._flights: dict[int, threading.Lock] = {}
         self._flights_lock = threading.Lock()
+        # kb id -> (version of the view held, when a newer version was first asked for)
+        self._outdated: dict[int, tuple[int, float]] = {}
 
     @property
     def build_count(self) -> int:
@@ -419,6 +433,10 @@ class BM25Store:
 
     def _build_or_wait(self, attempt: _Attempt, allow_stale: bool) -> IndexHandle:
         kb = attempt.knowledge_base
+        if allow_stale:
+            held = self._deferring_to(attempt)
+            if held is not None:
+                return self._handle(attempt, Tier.L1, held, stale=True, deferred=True)
         deadline = None  # the wait starts when the lock is first refused
         delay = _POLL_FIRST_S
         older: View | None = None
@@ -457,6 +475,22 @@ class BM25Store:
             found = self._poll(attempt)
             if found is not None:
                 return found
+
+    def _deferring_to(self, attempt: _Attempt) -> View | None:
+        """The older view this process holds, while the build of a newer version is left to
+        the worker (``BM25_DEFER_BUILD_S`` from the first get that asked for a newer version
+        than it: a stream of changes does not defer forever); None when this get must build
+        or wait as usual."""
+        held = self.l1.peek(attempt.identity)
+        if held is None or held.version >= attempt.current or self.config.defer_build_s <= 0:
+            return None
+        now = time.monotonic()
+        with self._flights_lock:
+            version, since = self._outdated.get(attempt.knowledge_base.pk, (-1, now))
+            if version != held.version:
+                since = now
+                self._outdated[attempt.knowledge_base.pk] = (held.version, since)
+        return held if now - since < self.config.defer_build_s else None
 
     def _older_view(self, attempt: _Attempt, held_first: bool) -> View | None:
         """A complete view older than asked for: this process's own (``held_first``: cheapest,
@@ -638,7 +672,12 @@ class BM25Store:
             self.l1.put(identity, view.version, view)
 
     def _handle(
-        self, attempt: _Attempt, tier: Tier, view: View, stale: bool = False
+        self,
+        attempt: _Attempt,
+        tier: Tier,
+        view: View,
+        stale: bool = False,
+        deferred: bool = False,
     ) -> IndexHandle:
         finished = time.perf_counter()
         waited = attempt.wait_started is not None
@@ -659,6 +698,7 @@ class BM25Store:
             built=attempt.built,
             loaded_segments=attempt.loaded_segments if tier is not Tier.L1 else 0,
             stale=stale,
+            deferred=deferred,
             asked_version=attempt.current,
         )
 

@@ -5,6 +5,8 @@ the knowledge base's searchable chunks."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
@@ -201,6 +203,68 @@ def test_a_search_answers_from_its_older_view_while_another_process_builds(store
         if lock.owned():
             lock.release()
         patient.l2.client.close()
+
+
+def test_a_search_process_leaves_the_build_after_a_change_to_the_worker(store, kb):
+    """A web process holding the version before answers from it (stale, deferred) without
+    building or taking the build lock; once the worker has stored the new version, the next
+    search loads just its new segment."""
+    add_document(kb, "a.md", doc(1))
+    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S))
+    try:
+        old = web.get(kb)
+        add_document(kb, "b.md", doc(2))
+        deferred = web.get(kb)
+        assert deferred.stale and deferred.trace()["deferred"] is True
+        assert deferred.version == old.version < deferred.asked_version == version_of(kb)
+        assert (web.build_count, web.delta_count) == (1, 0) and hits(deferred, "marker2") == []
+        lock = store.l2.lock(identity_of(kb), version_of(kb))
+        assert lock is not None  # the deferring process did not take it
+        lock.release()
+
+        assert store.warm(kb).built == "delta"  # the worker's invalidate_and_warm
+        current = web.get(kb)
+        assert (current.tier, current.loaded_segments, current.stale) == (Tier.L2, 1, False)
+        assert (web.build_count, web.delta_count) == (1, 0) and hits(current, "marker2") != []
+        assert_exact(kb, current)
+    finally:
+        web.l2.client.close()
+
+
+def test_the_deferral_is_bounded_even_while_changes_keep_coming(store, kb):
+    """Without a worker, a process holding an old view builds once ``defer_build_s`` has
+    passed since it first saw a newer version: later changes do not restart the clock."""
+    add_document(kb, "a.md", doc(1))
+    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=0.3))
+    try:
+        web.get(kb)
+        add_document(kb, "b.md", doc(2))
+        began = time.monotonic()
+        assert web.get(kb).deferred
+        n, handle = 3, None
+        deadline = began + CEILING_S
+        while time.monotonic() < deadline:
+            add_document(kb, f"{n}.md", doc(n))  # a new version each time
+            n += 1
+            handle = web.get(kb)
+            if not handle.stale:
+                break
+        assert handle is not None and not handle.stale and handle.tier == Tier.BUILD
+        assert time.monotonic() - began >= 0.3
+        assert hits(handle, f"marker{n - 1}") != []
+        assert_exact(kb, handle)
+    finally:
+        web.l2.client.close()
+
+
+def test_a_process_holding_no_view_builds_at_once_even_when_deferring(store, kb):
+    add_document(kb, "a.md", doc(1))
+    cold = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S))
+    try:
+        handle = cold.get(kb)
+        assert (handle.tier, handle.built, handle.stale) == (Tier.BUILD, "full", False)
+    finally:
+        cold.l2.client.close()
 
 
 @pytest.mark.django_db(transaction=True)
