@@ -194,6 +194,7 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
         self.corpus: dict[int, list[str]] = {}  # every document ever added, by id
         self.deleted: set[int] = set()
         self.next_id = 1
+        self.view: SegmentedIndex | None = None  # the view of the step before
 
     @rule(docs=st.lists(documents, max_size=6))
     def add_segment(self, docs):
@@ -220,6 +221,15 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
     @invariant()
     def scores_are_rank_bm25_over_the_live_documents(self):
         view = SegmentedIndex(self.segments, deleted=sorted(self.deleted))
+        # A view composed on the one before (as each process does after a change) scores the
+        # same, whether it could reuse that one's vocabulary (segments only added) or not.
+        followed = SegmentedIndex(self.segments, deleted=sorted(self.deleted), previous=self.view)
+        self.view = followed
+        assert followed.doc_ids.tolist() == view.doc_ids.tolist()
+        for query in QUERIES:
+            np.testing.assert_array_equal(followed.get_scores(query), view.get_scores(query))
+            assert followed.search(query, 5) == view.search(query, 5)
+        assert set(followed.terms()) == set(view.terms())
         live_ids = view.doc_ids.tolist()
         assert sorted(live_ids) == sorted(set(self.corpus) - self.deleted)
         live = [self.corpus[i] for i in live_ids]
