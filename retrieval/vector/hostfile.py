@@ -55,7 +55,7 @@ class Base:
     ids: np.ndarray  # int64, ascending (memory-mapped)
     documents: np.ndarray  # int64 (memory-mapped)
     vectors: np.ndarray  # float32 (rows, dimensions), unit rows (memory-mapped)
-    processed: dict[int, str]  # document id -> processed_at (isoformat) at that version
+    processed: dict[int, str]  # document id -> processed_at (microseconds, as text) then
 
 
 _LOCK_POLL_S = 0.05
