@@ -49,8 +49,8 @@ def nearest_chunks(
                 if allowed is not None
                 else allowed_chunk_ids(knowledge_base.tenant_id, knowledge_base.pk, filters)
             )
-        hits = handle.matrix.search(query_vector, limit, ids)
-        return filters.without_excluded(hits, wanted), handle.trace()
+        hits, how = handle.matrix.search_traced(query_vector, limit, ids)
+        return filters.without_excluded(hits, wanted), handle.trace(how)
     hits = vector_search(
         tenant_id=knowledge_base.tenant_id,
         knowledge_base_id=knowledge_base.pk,
