@@ -13,6 +13,16 @@ the same directory, flushed and renamed into place (atomic on POSIX), so a reade
 half-written file. Arrays are plain ``.npy`` read with ``allow_pickle=False``; the path is made
 of integers from the knowledge base row, never of input.
 
+A base of ``VECTOR_IVF_MIN_ROWS`` rows or more (300k) is written with an inverted file
+(``retrieval.vector.ivf``, built and calibrated by the writer, under the lock): its rows are
+stored list by list instead of by id, so a probed list is one slice of the mapped matrix, and
+three more files come with it, ``.centroids.npy`` (the lists' unit centroids), ``.offsets.npy``
+(where each list starts) and ``.order.npy`` (the rows by ascending id, for filtered searches
+and every lookup by id); the ``.json`` records the lists, the calibrated number probed, the
+recall measured there and the build's seconds. Its ``ivf`` entry says the three files must be
+there and match (shapes, the offsets covering the rows, the order sorting the ids); a base
+without one (smaller, or written before the IVF existed) is searched exactly.
+
 A base is never trusted beyond what the database says: the matrix built on it drops every row
 whose document is not among the knowledge base's searchable documents with the same
 ``processed_at`` now, and fetches the rest (``retrieval.vector.matrix.load``). A base whose
@@ -151,7 +161,7 @@ def _opened_ivf(stem: Path, header: dict, rows: int, dimensions: int) -> Ivf:
         or np.any(np.diff(offsets) < 0)
     ):
         raise ValueError("its IVF does not match its header")
-    return Ivf(centroids, offsets, probes, float(header["recall"]))
+    return Ivf(centroids, offsets, probes, float(header["recall"]), float(header["build_s"]))
 
 
 def _orders(order: np.ndarray, ids: np.ndarray) -> bool:
@@ -204,7 +214,7 @@ def write(
                 "probes": built.ivf.probes,
                 "recall": round(built.ivf.recall, 4),
                 "target_recall": settings.VECTOR_IVF_TARGET_RECALL,
-                "build_s": round(built.seconds, 2),
+                "build_s": round(built.ivf.build_s, 2),
             }
             logger.info(
                 "vector base %s: IVF of %d lists, %d probed for recall@10 %.3f (target %.3f) "
@@ -214,7 +224,7 @@ def write(
                 built.ivf.probes,
                 built.ivf.recall,
                 settings.VECTOR_IVF_TARGET_RECALL,
-                built.seconds,
+                built.ivf.build_s,
             )
         for suffix, array in (("ids", ids), ("docs", documents), ("vec", vectors)):
             _write_atomically(Path(f"{stem}.{suffix}.npy"), array, permutation)

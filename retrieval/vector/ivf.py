@@ -47,6 +47,7 @@ class Ivf:
     offsets: np.ndarray  # int64 (lists + 1,), 0 first and the base's rows last
     probes: int  # lists a query scores, calibrated
     recall: float  # mean recall@10 measured at ``probes`` when it was built
+    build_s: float  # what building it took: k-means, assignment, calibration
 
     @property
     def lists(self) -> int:
@@ -77,7 +78,6 @@ class Built:
 
     ivf: Ivf
     permutation: np.ndarray  # int64: stored row i is given row permutation[i]
-    seconds: float
 
 
 def lists_for(rows: int) -> int:
@@ -97,8 +97,8 @@ def build(vectors: np.ndarray, target_recall: float) -> Built:
     offsets = np.zeros(lists + 1, dtype=np.int64)
     offsets[1:] = np.cumsum(np.bincount(labels, minlength=lists))
     probes, recall = calibrate(vectors, labels, centroids, target_recall, rng)
-    ivf = Ivf(centroids, offsets, probes, recall)
-    return Built(ivf, permutation, time.perf_counter() - started)
+    ivf = Ivf(centroids, offsets, probes, recall, time.perf_counter() - started)
+    return Built(ivf, permutation)
 
 
 def kmeans(sample: np.ndarray, lists: int, rng: np.random.Generator) -> np.ndarray:
