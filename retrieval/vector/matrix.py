@@ -9,9 +9,14 @@ one float32 matrix-vector product in numpy is a few milliseconds at 100k chunks,
 by construction (measurements: docs/performance.md, "Vector recall"). So a knowledge base whose
 matrix fits ``VECTOR_HOST_MAX_BYTES`` (``VECTOR_L1_MAX_BYTES`` without host files) is searched
 exactly here; a larger one goes to HNSW (``retrieval.vector.hnsw``), whose index is still kept
-for every dimension in use; the choice is ``retrieval.vector.policy``. Past ~500k chunks the
-scan outgrows a search's latency budget (~150 ms at 1M): docs/performance.md, "Which path
-serves which size", measures the in-process IVF meant to take over there.
+for every dimension in use; the choice is ``retrieval.vector.policy``. Past ~300k chunks the
+scan outgrows a search's latency budget (~150 ms at 1M): a host base of ``VECTOR_IVF_MIN_ROWS``
+rows or more carries an inverted file (``retrieval.vector.ivf``), and a search without filters
+scores only the rows of the lists nearest to the query (contiguous slices of the mapped matrix,
+as many as the base's calibration found for recall@10 ``VECTOR_IVF_TARGET_RECALL``), then the
+private rows changed since, exactly. A filtered search scores its allowed rows exactly, as
+before: they are few, and recall stays 1. Measurements: docs/performance.md, "Which path serves
+which size".
 
 Contents: the chunks of ``ready`` documents under the knowledge base's embedding model and
 dimension (the rows a search may return), ids ascending, each row scaled to unit length so a dot
