@@ -15,7 +15,8 @@ and time. k-means runs on a seeded random sample of ~50 rows per list (the whole
 cost 5-10x more per iteration; the calibration below judges the centroids whatever they are),
 8 iterations, an empty list reseeded with the sampled row its centroid fits worst; then every
 row is assigned to its nearest centroid in blocks, so memory stays bounded whatever the size.
-At 300k rows of 384 dimensions the whole build took ~7 s on two cores.
+At 300k rows of 384 dimensions the whole build took 7 s on two cores (load 1.3), 14-19 s
+inside ``bench search`` under load 2-5.
 
 How many lists to probe depends on the vectors: real embeddings needed 3.5-4x more rows
 scanned than the benchmark's generated ones for the same recall (docs/performance.md, "Which
