@@ -20,10 +20,15 @@ Beside the service, in the same run:
   scan of the same rows and latency; ``hnsw_*`` keys are at the product's setting;
 - with realistic vectors, the realism check: nearest-neighbour and random-pair cosine of the
   real sample, of as many generated vectors and of as many ``hash`` chunk vectors;
-- the service's vector leg (the in-memory exact scan of ``retrieval.vector.matrix``, or HNSW
-  when the knowledge base does not fit ``VECTOR_L1_MAX_BYTES``) and the HNSW index, each against
+- the service's vector leg (the in-memory matrix of ``retrieval.vector.matrix``, scanned
+  exactly or through its IVF from ``VECTOR_IVF_MIN_ROWS`` chunks, or HNSW when the knowledge
+  base does not fit the matrix's budget) and the HNSW index, each against
   ``exact_vector_search`` (pgvector's exact scan of the same rows): recall@10 and latency, and
-  the matrix's cold load;
+  the matrix's cold load (with the IVF's build: ``ivf_*`` keys);
+- with ``--skip-hnsw``, for sizes where HNSW's build and pgvector's exact scans outlast a run
+  (1M chunks: ~40 minutes, ~8 s a query): no HNSW index (the fill runs without it, no
+  ``hnsw_*`` figures), and the vector leg against the exact scan of the same in-memory matrix
+  (``vector_recall_truth``: ``matrix``, not ``pgvector``);
 - our BM25 index against ``rank_bm25.BM25Okapi`` on the knowledge base's own tokens (build time
   and query latency, on a few queries since rank_bm25 scores every chunk in Python);
 - the embedding provider's own time per query (``HashEmbedder.embed_query``, uncached), which
@@ -42,6 +47,7 @@ import statistics
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -100,6 +106,13 @@ def add_search_arguments(parser) -> None:
         help="drop the 384-dimension HNSW index before the fill and build it after (faster "
         "than inserting into it, and timed); only in a database of its own",
     )
+    parser.add_argument(
+        "--skip-hnsw",
+        action="store_true",
+        help="neither build nor measure pgvector's HNSW index (the fill runs without it) and "
+        "measure the vector leg's recall@10 against the exact scan of the same in-memory matrix "
+        "instead of pgvector's (~8 s a query at 1M chunks): for sizes served by the IVF",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the tenants and chunks")
     parser.add_argument("--profile", metavar="PATH", help="pyinstrument text profile of searches")
 
@@ -114,8 +127,11 @@ def bench_search(options: dict[str, Any]) -> dict[str, Any]:
     try:
         result |= _run(options, n)
     finally:
-        if not index_existed and not options["keep"]:
-            _drop_vector_index_if_unused()
+        if not options["keep"]:
+            if not index_existed:
+                _drop_vector_index_if_unused()
+            elif not _vector_index_exists():  # --skip-hnsw dropped it, unused: back, empty
+                _build_vector_index()
     return result
 
 
@@ -133,8 +149,11 @@ def _run(options: dict[str, Any], n: int) -> dict[str, Any]:
         result["embedding_check_max_diff"] = corpus.check_embeddings(vocab)
         if model is not None:
             result |= _realism(model, vocab, options["seed"])
+        skip_hnsw = bool(options.get("skip_hnsw"))
         if options["rebuild_index"]:
             _drop_vector_index()
+        elif skip_hnsw:
+            _drop_unused_vector_index()
         started = time.perf_counter()
         targets = [corpus.Target(kb, n) for kb in kbs]
         for t in targets:
@@ -143,7 +162,7 @@ def _run(options: dict[str, Any], n: int) -> dict[str, Any]:
             targets, vocab, seed=options["seed"], vectors=model.chunks if model else None
         )
         result["fill_s"] = round(time.perf_counter() - started, 2)
-        result["hnsw_build_s"] = _build_vector_index()
+        result["hnsw_build_s"] = None if skip_hnsw else _build_vector_index()
 
         store = get_store()
         handle = store.get(target)
@@ -162,8 +181,12 @@ def _run(options: dict[str, Any], n: int) -> dict[str, Any]:
         if store.get(target).tier != Tier.L1:
             raise CommandError("the BM25 index is not in L1 after the warm-up")
         result |= _service_latency(service, target, queries, options.get("profile"))
-        sweep = [int(v) for v in str(options.get("ef_sweep") or "").split(",") if v.strip()]
-        result |= _vector_legs(tenant, target, queries[: options["recall_queries"]], sweep)
+        recall_queries = queries[: options["recall_queries"]]
+        if skip_hnsw:
+            result |= _matrix_leg(target, recall_queries)
+        else:
+            sweep = [int(v) for v in str(options.get("ef_sweep") or "").split(",") if v.strip()]
+            result |= _vector_legs(tenant, target, recall_queries, sweep)
         result |= _bm25_legs(handle.index, target, queries, options["rank_bm25_queries"])
         result |= _memory(handle.index)
         result |= _matrix_delta(target)
@@ -231,18 +254,24 @@ def vector_index_around_fill():
     dropped again at the end when the run leaves no chunk of that dimension and it was not
     there before. Enter it outside the throwaway tenants, so it ends after they are gone."""
     existed = _vector_index_exists()
-    if existed and not _drop_vector_index_if_unused():
+    if existed:
+        _drop_unused_vector_index()
+    try:
+        yield _build_vector_index
+    finally:
+        if not existed:
+            _drop_vector_index_if_unused()
+
+
+def _drop_unused_vector_index() -> None:
+    """Drop the HNSW index before a fill unless chunks of its dimension exist (then say so)."""
+    if not _drop_vector_index_if_unused():
         print(
             f"bench: chunks of {corpus.DIMENSIONS} dimensions already exist, so their HNSW index "
             "stays and the fill inserts into it row by row (slow); if an interrupted benchmark "
             "left them, `manage.py bench cleanup` removes them",
             file=sys.stderr,
         )
-    try:
-        yield _build_vector_index
-    finally:
-        if not existed:
-            _drop_vector_index_if_unused()
 
 
 def _drop_vector_index() -> None:
@@ -376,12 +405,21 @@ def _matrix_load(kb: KnowledgeBase) -> dict[str, Any]:
     handle = cache.get(kb)
     if handle is None:
         return {"vector_index": "hnsw", "vector_matrix_bytes": 0}
-    return {
-        "vector_index": "exact",
-        "vector_matrix_load_s": round(time.perf_counter() - started, 2),
+    index = handle.matrix.parts[0].ivf
+    result = {
+        "vector_index": "exact" if index is None else "ivf",
+        "vector_matrix_load_s": round(time.perf_counter() - started, 2),  # with the IVF's build
         "vector_matrix_bytes": handle.matrix.total_bytes,  # one copy, shared or not
         "vector_matrix_private_bytes": handle.matrix.nbytes,  # what this process holds alone
     }
+    if index is not None:
+        result |= {
+            "ivf_lists": index.lists,
+            "ivf_probes": index.probes,
+            "ivf_build_s": round(index.build_s, 2),
+            "ivf_calibrated_recall": round(index.recall, 4),
+        }
+    return result
 
 
 def _matrix_delta(kb: KnowledgeBase) -> dict[str, Any]:
@@ -407,8 +445,8 @@ def _matrix_delta(kb: KnowledgeBase) -> dict[str, Any]:
 def _vector_legs(
     tenant: Tenant, kb: KnowledgeBase, queries: list[str], sweep: list[int] | None = None
 ) -> dict[str, Any]:
-    """The service's vector leg (the in-memory exact scan, or HNSW when the knowledge base is
-    too large for VECTOR_L1_MAX_BYTES) and the HNSW index at the product's ef_search, each
+    """The service's vector leg (the in-memory matrix, exact or IVF, or HNSW when the knowledge
+    base is too large for the matrix) and the HNSW index at the product's ef_search, each
     against pgvector's exact scan, on the vectors the service searched with; then HNSW at each
     ef_search of ``sweep``, without and with a filter (every FILTER_EVERY-th document)."""
     if not queries:
@@ -444,6 +482,7 @@ def _vector_legs(
         leg_recalls.append(recall_at(leg, exact, 10))
     result = {
         "vector_recall_at_10": round(statistics.fmean(leg_recalls), 4),
+        "vector_recall_truth": "pgvector",
         "hnsw_recall_at_10": round(statistics.fmean(hnsw_recalls), 4),
         "recall_queries": len(queries),
         "hnsw_leg_p50_ms": round(statistics.median(hnsw_ms), 3),
@@ -480,6 +519,39 @@ def _vector_legs(
             result["hnsw_filtered_recall_at_10"] = row["filtered_recall_at_10"]
             result["hnsw_filtered_p50_ms"] = row["filtered_p50_ms"]
     return result
+
+
+def _matrix_leg(kb: KnowledgeBase, queries: list[str]) -> dict[str, Any]:
+    """Without HNSW: the service's vector leg (the IVF or the exact scan of the in-memory
+    matrix) against the exact scan of the same matrix in numpy, which is what pgvector's exact
+    scan would return, without its seconds per query at 1M chunks."""
+    handle = get_matrix_cache().get(kb)
+    if not queries or handle is None:
+        return {}
+    embedder = get_embedder(config_for_knowledge_base(kb))
+    vectors = [cached_query_embedding(embedder, query)[0] for query in queries]
+    limit = kb.top_k * kb.candidate_multiplier
+    matrix = handle.matrix
+    exact = replace(matrix, parts=tuple(replace(part, ivf=None) for part in matrix.parts))
+    leg_ms, exact_ms, recalls, scanned = [], [], [], []
+    for vector in vectors:
+        started = time.perf_counter()
+        leg, how = matrix.search_traced(vector, limit)
+        leg_ms.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        truth = exact.search(vector, limit)
+        exact_ms.append((time.perf_counter() - started) * 1000)
+        recalls.append(recall_at(leg, truth, 10))
+        scanned.append(how.get("rows_scanned", len(matrix)))
+    return {
+        "vector_recall_at_10": round(statistics.fmean(recalls), 4),
+        "vector_recall_truth": "matrix",  # the in-memory exact scan, not pgvector's
+        "recall_queries": len(queries),
+        "matrix_scan_p50_ms": round(statistics.median(leg_ms), 3),
+        "matrix_scan_p99_ms": round(float(np.percentile(leg_ms, 99)), 3),
+        "matrix_exact_scan_p50_ms": round(statistics.median(exact_ms), 3),
+        "matrix_rows_scanned_mean": round(statistics.fmean(scanned)),
+    }
 
 
 def _filter_of(kb: KnowledgeBase) -> SearchFilters:
@@ -538,14 +610,14 @@ def _bm25_legs(index, kb: KnowledgeBase, queries: list[str], rank_queries: int) 
 
 def _memory(index) -> dict[str, Any]:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_relation_size(%s::regclass), pg_total_relation_size('knowledge_chunk')",
+        cursor.execute(  # to_regclass: NULL when there is no index (--skip-hnsw)
+            "SELECT pg_relation_size(to_regclass(%s)), pg_total_relation_size('knowledge_chunk')",
             [index_name(corpus.DIMENSIONS)],
         )
         hnsw, table = cursor.fetchone()
     return {
         "bm25_index_bytes": int(index.nbytes),
-        "hnsw_index_bytes": int(hnsw),
+        "hnsw_index_bytes": None if hnsw is None else int(hnsw),
         "chunk_table_bytes": int(table),
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
@@ -576,9 +648,7 @@ def search_table(r: dict[str, Any]) -> str:
             if "matrix_scan_p50_ms" in r
             else ""
         ),
-        f"vs HNSW p50 {r['hnsw_leg_p50_ms']:.2f} ms recall@10 {r['hnsw_recall_at_10']:.3f}, "
-        f"pgvector exact scan p50 {r['exact_scan_p50_ms']:.2f} ms "
-        f"({r['recall_queries']} queries)",
+        *_ivf_lines(r),
         *_hnsw_lines(r),
         f"BM25: our index p50 {r['bm25_index_p50_ms']:.3f} ms"
         + (
@@ -590,15 +660,37 @@ def search_table(r: dict[str, Any]) -> str:
         f"build: fill {r['fill_s']:.1f} s, HNSW {r['hnsw_build_s'] or 0:.1f} s, "
         f"BM25 {r['bm25_build_s']:.2f} s",
         f"memory: BM25 {r['bm25_index_bytes'] / mb:.1f} MB, vectors "
-        f"{r['vector_matrix_bytes'] / mb:.1f} MB, HNSW {r['hnsw_index_bytes'] / mb:.1f} "
+        f"{r['vector_matrix_bytes'] / mb:.1f} MB, HNSW {(r['hnsw_index_bytes'] or 0) / mb:.1f} "
         f"MB, chunk table {r['chunk_table_bytes'] / mb:.0f} MB, peak RSS "
         f"{r['peak_rss_bytes'] / mb:.0f} MB",
     ]
     return "\n".join(lines)
 
 
+def _ivf_lines(r: dict[str, Any]) -> list[str]:
+    lines = []
+    if "ivf_lists" in r:
+        lines.append(
+            f"IVF: {r['ivf_lists']} lists, {r['ivf_probes']} probed (calibrated recall@10 "
+            f"{r['ivf_calibrated_recall']:.3f}), built in {r['ivf_build_s']:.1f} s"
+        )
+    if "matrix_exact_scan_p50_ms" in r:
+        lines.append(
+            f"vs the exact scan of the same matrix p50 {r['matrix_exact_scan_p50_ms']:.2f} ms "
+            f"(recall truth; {r['recall_queries']} queries, "
+            f"{r['matrix_rows_scanned_mean']:,} rows scanned a query); HNSW not measured"
+        )
+    return lines
+
+
 def _hnsw_lines(r: dict[str, Any]) -> list[str]:
     lines = []
+    if "hnsw_leg_p50_ms" in r:
+        lines.append(
+            f"vs HNSW p50 {r['hnsw_leg_p50_ms']:.2f} ms recall@10 {r['hnsw_recall_at_10']:.3f}, "
+            f"pgvector exact scan p50 {r['exact_scan_p50_ms']:.2f} ms "
+            f"({r['recall_queries']} queries)"
+        )
     if "hnsw_sweep" in r:
         lines += [
             f"HNSW at the product's ef_search {r['hnsw_ef_search']} (iterative scan "

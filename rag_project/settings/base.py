@@ -327,6 +327,13 @@ VECTOR_HOST_MAX_BYTES = env.int(
     "VECTOR_HOST_MAX_BYTES",
     default=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4,
 )
+# A host file of at least this many rows is written with an inverted file (IVF): k-means lists
+# of ~2 sqrt(rows), the rows stored list by list, and an unfiltered search scores the nearest
+# lists only, as many as give mean recall@10 >= VECTOR_IVF_TARGET_RECALL against the exact scan
+# on the knowledge base's own rows (calibrated when the file is written). The exact scan costs
+# ~150 ms at 1M chunks of 384 dimensions. 0: always exact. See retrieval/vector/ivf.py.
+VECTOR_IVF_MIN_ROWS = env.int("VECTOR_IVF_MIN_ROWS", default=300_000)
+VECTOR_IVF_TARGET_RECALL = env.float("VECTOR_IVF_TARGET_RECALL", default=0.97)
 # BLAS threads for one such scan: two nearly halve a large scan. With OPENBLAS_THREAD_TIMEOUT
 # set short (rag_project/__init__.py) two cost a loaded server little (docs/performance.md);
 # set 1 where worker processes fill every core.

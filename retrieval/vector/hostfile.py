@@ -13,6 +13,16 @@ the same directory, flushed and renamed into place (atomic on POSIX), so a reade
 half-written file. Arrays are plain ``.npy`` read with ``allow_pickle=False``; the path is made
 of integers from the knowledge base row, never of input.
 
+A base of ``VECTOR_IVF_MIN_ROWS`` rows or more (300k) is written with an inverted file
+(``retrieval.vector.ivf``, built and calibrated by the writer, under the lock): its rows are
+stored list by list instead of by id, so a probed list is one slice of the mapped matrix, and
+three more files come with it, ``.centroids.npy`` (the lists' unit centroids), ``.offsets.npy``
+(where each list starts) and ``.order.npy`` (the rows by ascending id, for filtered searches
+and every lookup by id); the ``.json`` records the lists, the calibrated number probed, the
+recall measured there and the build's seconds. Its ``ivf`` entry says the three files must be
+there and match (shapes, the offsets covering the rows, the order sorting the ids); a base
+without one (smaller, or written before the IVF existed) is searched exactly.
+
 A base is never trusted beyond what the database says: the matrix built on it drops every row
 whose document is not among the knowledge base's searchable documents with the same
 ``processed_at`` now, and fetches the rest (``retrieval.vector.matrix.load``). A base whose
@@ -41,6 +51,9 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from retrieval.vector.ivf import Ivf
+from retrieval.vector.ivf import build as build_ivf
+
 logger = logging.getLogger(__name__)
 
 # A process rewrites the base once its private rows (changed since) or the base's dead rows
@@ -52,13 +65,16 @@ REBASE_FRACTION = 0.1
 class Base:
     name: str
     version: int
-    ids: np.ndarray  # int64, ascending (memory-mapped)
+    ids: np.ndarray  # int64, ascending, or list by list with an IVF (memory-mapped)
     documents: np.ndarray  # int64 (memory-mapped)
     vectors: np.ndarray  # float32 (rows, dimensions), unit rows (memory-mapped)
     processed: dict[int, str]  # document id -> processed_at (microseconds, as text) then
+    order: np.ndarray | None = None  # with an IVF: the rows by ascending id (memory-mapped)
+    ivf: Ivf | None = None
 
 
 _LOCK_POLL_S = 0.05
+_WRITE_BLOCK_ROWS = 65_536
 
 
 def enabled() -> bool:
@@ -98,13 +114,17 @@ def _open(meta: Path, version: int, dimensions: int) -> Base | None:
     stem = meta.with_suffix("")
     try:
         header = json.loads(meta.read_text())
-        ids = np.load(f"{stem}.ids.npy", mmap_mode="r", allow_pickle=False)
-        documents = np.load(f"{stem}.docs.npy", mmap_mode="r", allow_pickle=False)
-        vectors = np.load(f"{stem}.vec.npy", mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
+        ids = _load(stem, "ids")
+        documents = _load(stem, "docs")
+        vectors = _load(stem, "vec")
+        rows = int(header.get("rows", -1))
+        order = index = None
+        if header.get("ivf") is not None:  # written with an IVF: its files must check out
+            order = _load(stem, "order")
+            index = _opened_ivf(stem, header["ivf"], rows, dimensions)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
         logger.warning("vector base %s unreadable (%s); ignoring it", stem, exc)
         return None
-    rows = int(header.get("rows", -1))
     if (
         header.get("version") != version
         or ids.dtype != np.int64
@@ -113,11 +133,47 @@ def _open(meta: Path, version: int, dimensions: int) -> Base | None:
         or ids.shape != (rows,)
         or documents.shape != (rows,)
         or vectors.shape != (rows, dimensions)
+        or (order is not None and not _orders(order, ids))
     ):
         logger.warning("vector base %s does not match its header; ignoring it", stem)
         return None
     processed = {int(k): v for k, v in header.get("processed", {}).items()}
-    return Base(stem.name, version, ids, documents, vectors, processed)
+    return Base(stem.name, version, ids, documents, vectors, processed, order, index)
+
+
+def _load(stem: Path, suffix: str) -> np.ndarray:
+    return np.load(f"{stem}.{suffix}.npy", mmap_mode="r", allow_pickle=False)
+
+
+def _opened_ivf(stem: Path, header: dict, rows: int, dimensions: int) -> Ivf:
+    """The IVF of a base, checked against its header and the base's rows (ValueError if it
+    does not match: the base is ignored like any other damaged one)."""
+    lists, probes = int(header["lists"]), int(header["probes"])
+    centroids, offsets = _load(stem, "centroids"), _load(stem, "offsets")
+    if (
+        not 1 <= probes <= lists
+        or centroids.dtype != np.float32
+        or centroids.shape != (lists, dimensions)
+        or offsets.dtype != np.int64
+        or offsets.shape != (lists + 1,)
+        or offsets[0] != 0
+        or offsets[-1] != rows
+        or np.any(np.diff(offsets) < 0)
+    ):
+        raise ValueError("its IVF does not match its header")
+    return Ivf(centroids, offsets, probes, float(header["recall"]), float(header["build_s"]))
+
+
+def _orders(order: np.ndarray, ids: np.ndarray) -> bool:
+    """Whether ``order`` lists the rows by strictly ascending id (so it is a permutation of
+    them; ~10 ms at 1M rows, once per process that maps the base)."""
+    if order.dtype != np.int64 or order.shape != ids.shape:
+        return False
+    if not len(order):
+        return True
+    if int(order.min()) < 0 or int(order.max()) >= len(ids):
+        return False
+    return bool(np.all(np.diff(ids[order]) > 0))
 
 
 def write(
@@ -129,21 +185,49 @@ def write(
     vectors: np.ndarray,
     processed: dict[int, Any],
 ) -> Base | None:
-    """Write a base unless another process is writing one for this knowledge base (then None:
-    keep the rows in memory this time), map it back, and delete older bases."""
+    """Write a base of these rows (ids ascending) unless another process is writing one for
+    this knowledge base (then None: keep the rows in memory this time), map it back, and delete
+    older bases. From ``VECTOR_IVF_MIN_ROWS`` rows on, with an IVF (``retrieval.vector.ivf``):
+    the rows are stored list by list, beside the lists' centroids and offsets and the rows'
+    order by id."""
     folder.mkdir(parents=True, exist_ok=True)
     with _writer_lock(folder) as locked:
         if not locked:
             return None
         stem = folder / f"{stamp_key(stamp)}-v{version}"
-        for suffix, array in (("ids", ids), ("docs", documents), ("vec", vectors)):
-            _write_atomically(Path(f"{stem}.{suffix}.npy"), np.ascontiguousarray(array))
-        header = {
+        header: dict[str, Any] = {
             "version": version,
             "rows": len(ids),
             "stamp": [str(part) for part in stamp],
             "processed": {str(k): iso(v) for k, v in processed.items()},
         }
+        permutation = None
+        if 0 < settings.VECTOR_IVF_MIN_ROWS <= len(ids):
+            built = build_ivf(vectors, settings.VECTOR_IVF_TARGET_RECALL)
+            permutation = built.permutation
+            stored_ids = np.asarray(ids)[permutation]
+            _write_atomically(Path(f"{stem}.order.npy"), np.argsort(stored_ids, kind="stable"))
+            _write_atomically(Path(f"{stem}.centroids.npy"), built.ivf.centroids)
+            _write_atomically(Path(f"{stem}.offsets.npy"), built.ivf.offsets)
+            header["ivf"] = {
+                "lists": built.ivf.lists,
+                "probes": built.ivf.probes,
+                "recall": round(built.ivf.recall, 4),
+                "target_recall": settings.VECTOR_IVF_TARGET_RECALL,
+                "build_s": round(built.ivf.build_s, 2),
+            }
+            logger.info(
+                "vector base %s: IVF of %d lists, %d probed for recall@10 %.3f (target %.3f) "
+                "on its own rows, built in %.1f s",
+                stem.name,
+                built.ivf.lists,
+                built.ivf.probes,
+                built.ivf.recall,
+                settings.VECTOR_IVF_TARGET_RECALL,
+                built.ivf.build_s,
+            )
+        for suffix, array in (("ids", ids), ("docs", documents), ("vec", vectors)):
+            _write_atomically(Path(f"{stem}.{suffix}.npy"), array, permutation)
         _write_atomically(stem.with_suffix(".json"), json.dumps(header).encode())
         base = _open(stem.with_suffix(".json"), version, int(vectors.shape[1]))
         if base is not None:
@@ -155,13 +239,24 @@ def iso(value: Any) -> str:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
-def _write_atomically(path: Path, data: np.ndarray | bytes) -> None:
+def _write_atomically(
+    path: Path, data: np.ndarray | bytes, permutation: np.ndarray | None = None
+) -> None:
+    """``data`` (its rows in ``permutation``'s order when given) to ``path``, whole or not at
+    all. Permuted rows are written a block at a time: no second copy of a large matrix."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(temporary, "wb") as handle:
         if isinstance(data, bytes):
             handle.write(data)
+        elif permutation is None:
+            np.save(handle, np.ascontiguousarray(data), allow_pickle=False)
         else:
-            np.save(handle, data, allow_pickle=False)
+            header = {"descr": np.lib.format.dtype_to_descr(data.dtype)}
+            header |= {"fortran_order": False, "shape": data.shape}
+            np.lib.format.write_array_header_1_0(handle, header)
+            for start in range(0, len(permutation), _WRITE_BLOCK_ROWS):
+                rows = permutation[start : start + _WRITE_BLOCK_ROWS]
+                handle.write(np.ascontiguousarray(data[rows]).tobytes())
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)

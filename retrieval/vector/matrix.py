@@ -9,9 +9,14 @@ one float32 matrix-vector product in numpy is a few milliseconds at 100k chunks,
 by construction (measurements: docs/performance.md, "Vector recall"). So a knowledge base whose
 matrix fits ``VECTOR_HOST_MAX_BYTES`` (``VECTOR_L1_MAX_BYTES`` without host files) is searched
 exactly here; a larger one goes to HNSW (``retrieval.vector.hnsw``), whose index is still kept
-for every dimension in use; the choice is ``retrieval.vector.policy``. Past ~500k chunks the
-scan outgrows a search's latency budget (~150 ms at 1M): docs/performance.md, "Which path
-serves which size", measures the in-process IVF meant to take over there.
+for every dimension in use; the choice is ``retrieval.vector.policy``. Past ~300k chunks the
+scan outgrows a search's latency budget (~150 ms at 1M): a host base of ``VECTOR_IVF_MIN_ROWS``
+rows or more carries an inverted file (``retrieval.vector.ivf``), and a search without filters
+scores only the rows of the lists nearest to the query (contiguous slices of the mapped matrix,
+as many as the base's calibration found for recall@10 ``VECTOR_IVF_TARGET_RECALL``), then the
+private rows changed since, exactly. A filtered search scores its allowed rows exactly, as
+before: they are few, and recall stays 1. Measurements: docs/performance.md, "Which path serves
+which size".
 
 Contents: the chunks of ``ready`` documents under the knowledge base's embedding model and
 dimension (the rows a search may return), ids ascending, each row scaled to unit length so a dot
@@ -62,6 +67,7 @@ from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.store import identity_of
 from retrieval.replica import search_reads
 from retrieval.vector import hostfile
+from retrieval.vector.ivf import Ivf
 
 logger = logging.getLogger(__name__)
 
@@ -91,14 +97,18 @@ _ROWS = (
 
 @dataclass(frozen=True)
 class Part:
-    """Rows of a matrix: ids ascending, their document ids and unit vectors; ``live`` marks
-    the rows still searchable (None: all). A shared part is memory-mapped from a host file."""
+    """Rows of a matrix: ids, their document ids and unit vectors; ``live`` marks the rows
+    still searchable (None: all). A shared part is memory-mapped from a host file. Ids are
+    ascending, except in a base stored list by list for its IVF (``ivf``): then ``order`` lists
+    the rows by ascending id."""
 
-    ids: np.ndarray  # int64, ascending
+    ids: np.ndarray  # int64, ascending unless ``order`` is given
     vectors: np.ndarray  # float32, (len(ids), dimensions)
     documents: np.ndarray | None = None  # int64
     live: np.ndarray | None = None  # bool
     shared: bool = False
+    order: np.ndarray | None = None  # int64: row positions by ascending id (None: ids ascend)
+    ivf: Ivf | None = None  # the lists the rows are stored by
 
     def __len__(self) -> int:
         return len(self.ids) if self.live is None else int(self.live.sum())
@@ -108,16 +118,42 @@ class Part:
         arrays = [self.live] if self.shared else [self.ids, self.vectors, self.documents, self.live]
         return int(sum(a.nbytes for a in arrays if a is not None))
 
+    @property
+    def arrays(self) -> list[np.ndarray]:
+        """Every array of the part, shared or private."""
+        arrays = [self.ids, self.vectors, self.documents, self.live, self.order]
+        if self.ivf is not None:
+            arrays += [self.ivf.centroids, self.ivf.offsets]
+        return [a for a in arrays if a is not None]
+
     def rows(self, allowed: np.ndarray | None) -> np.ndarray | None:
         """Rows to score: live ones, of ``allowed`` ids only when given (None: all rows)."""
         if allowed is None:
             return None if self.live is None else np.flatnonzero(self.live)
         wanted = np.unique(np.asarray(allowed, dtype=np.int64))
-        rows = np.searchsorted(self.ids, wanted)
-        inside = rows < len(self.ids)
-        rows = rows[inside]
+        at = np.searchsorted(self.ids, wanted, sorter=self.order)
+        inside = at < len(self.ids)
+        rows = at[inside] if self.order is None else self.order[at[inside]]
         rows = rows[self.ids[rows] == wanted[inside]]
+        if self.order is not None:
+            rows.sort()  # read the mapped rows in file order
         return rows if self.live is None else rows[self.live[rows]]
+
+    def probed(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """(ids, scores) of the live rows of the IVF lists nearest to ``query``, and how many
+        rows were scored (dead ones too): each list is a contiguous slice of the rows."""
+        ids, scores, scanned = [], [], 0
+        for start, stop in self.ivf.runs(query):
+            found, scored = self.ids[start:stop], self.vectors[start:stop] @ query
+            if self.live is not None:
+                live = self.live[start:stop]
+                found, scored = found[live], scored[live]
+            ids.append(found)
+            scores.append(scored)
+            scanned += stop - start
+        if not ids:
+            return np.empty(0, np.int64), np.empty(0, np.float32), 0
+        return np.concatenate(ids), np.concatenate(scores), scanned
 
 
 @dataclass(frozen=True)
@@ -159,8 +195,7 @@ class VectorMatrix:
     @property
     def total_bytes(self) -> int:
         """Every array of the matrix, private or shared: its size as one copy."""
-        arrays = [a for p in self.parts for a in (p.ids, p.vectors, p.documents, p.live)]
-        return int(sum(a.nbytes for a in arrays if a is not None))
+        return int(sum(a.nbytes for p in self.parts for a in p.arrays))
 
     def __len__(self) -> int:
         return sum(len(part) for part in self.parts)
@@ -195,23 +230,41 @@ class VectorMatrix:
     ) -> list[tuple[int, float]]:
         """Up to ``limit`` (chunk id, cosine similarity), most similar first, ties by chunk id;
         only chunks in ``allowed`` (ids) when it is given."""
-        query = np.asarray(query_vector, dtype=np.float32)
+        return self.search_traced(query_vector, limit, allowed)[0]
+
+    def search_traced(
+        self, query_vector, limit: int, allowed: np.ndarray | None = None
+    ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+        """``search``, and how: ``{"index": "exact"}``, or with no filter and a base with an
+        IVF, ``{"index": "ivf", "lists", "probes", "rows_scanned"}`` (the rows scored: the
+        probed lists' and every row changed since the base)."""
+        query = np.array(query_vector, dtype=np.float32)  # a copy: normalised in place below
         dimensions = self.stamp[3] if self.stamp[3] else self.parts[0].vectors.shape[1]
         if query.shape != (int(dimensions),):
             raise ValueError(
                 f"query has {query.size} dimensions, the knowledge base {int(dimensions)}"
             )
+        how: dict[str, Any] = {"index": "exact"}
         norm = float(np.linalg.norm(query))
         if limit <= 0 or norm == 0.0 or not len(self):
-            return []
+            return [], how
         query /= norm
-        found_ids, found_scores = [], []
+        found_ids, found_scores, scanned = [], [], 0
         with _blas_threads():
             for part in self.parts:
+                if allowed is None and part.ivf is not None:
+                    ids, scores, rows = part.probed(query)
+                    found_ids.append(ids)
+                    found_scores.append(scores)
+                    scanned += rows
+                    probes = min(part.ivf.probes, part.ivf.lists)
+                    how = {"index": "ivf", "lists": part.ivf.lists, "probes": probes}
+                    continue
                 if allowed is None:
                     # Every row, dead ones too, then drop those: one product over the mapped
                     # matrix, never a copy of its live rows (460 MB at 300k chunks).
                     scores = part.vectors @ query
+                    scanned += len(part.ids)
                     if part.live is None:
                         found_ids.append(part.ids)
                         found_scores.append(scores)
@@ -223,9 +276,11 @@ class VectorMatrix:
                 if rows.size:
                     found_ids.append(part.ids[rows])
                     found_scores.append(part.vectors[rows] @ query)
+        if how["index"] == "ivf":
+            how["rows_scanned"] = scanned
         if not found_ids:
-            return []
-        return top(np.concatenate(found_ids), np.concatenate(found_scores), limit)
+            return [], how
+        return top(np.concatenate(found_ids), np.concatenate(found_scores), limit), how
 
 
 _blas: ThreadpoolController | None = None
@@ -259,9 +314,11 @@ class MatrixHandle:
     source: str  # l1, held (older, another thread loads), delta, load, file, rebase
     load_ms: float
 
-    def trace(self) -> dict[str, Any]:
+    def trace(self, how: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The search's trace: ``how`` the matrix was searched (``search_traced``; exact when
+        not given), where it came from and its size."""
         return {
-            "index": "exact",
+            **(how or {"index": "exact"}),
             "source": self.source,
             "chunks": len(self.matrix),
             "load_ms": round(self.load_ms, 3),
@@ -407,7 +464,7 @@ def load(
 
 
 def _on_base(base: hostfile.Base, stamp: tuple) -> VectorMatrix:
-    part = Part(base.ids, base.vectors, base.documents, shared=True)
+    part = Part(base.ids, base.vectors, base.documents, shared=True, order=base.order, ivf=base.ivf)
     return VectorMatrix((part,), base.version, stamp, dict(base.processed), base.name, base.version)
 
 
@@ -454,7 +511,8 @@ def _stored(folder, stamp, version, ids, owners, vectors, processed) -> VectorMa
 
 def _written(folder, stamp, version, ids, owners, vectors, processed) -> VectorMatrix | None:
     try:
-        base = hostfile.write(folder, stamp, version, ids, owners, vectors, processed)
+        with _blas_threads():  # a large base's IVF is built here: k-means, its products
+            base = hostfile.write(folder, stamp, version, ids, owners, vectors, processed)
     except OSError as exc:
         logger.warning("vector base in %s not written (%s); keeping it in memory", folder, exc)
         return None

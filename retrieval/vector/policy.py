@@ -1,10 +1,14 @@
 """The vector leg's policy: which path searches a knowledge base's vectors.
 
-Exact from this process's matrix (``retrieval.vector.matrix``) while the knowledge base's
-vectors fit ``VECTOR_L1_MAX_BYTES``; pgvector's HNSW index (``retrieval.vector.hnsw``) beyond,
-or when the matrix cannot be loaded for a reason other than the database (HNSW holds the same
-rows). Why exact first: docs/performance.md. RAGService and the LangChain store both search
-vectors through ``nearest_chunks``.
+This process's matrix (``retrieval.vector.matrix``) while the knowledge base's vectors fit its
+budget (``VECTOR_HOST_MAX_BYTES`` with host files, else ``VECTOR_L1_MAX_BYTES``): scanned
+exactly, or, when its host base was written with an inverted file (``VECTOR_IVF_MIN_ROWS``
+rows, 300k, and more) and the search has no filter, through the lists nearest to the query
+(``retrieval.vector.ivf``). pgvector's HNSW index (``retrieval.vector.hnsw``) beyond, or when
+the matrix cannot be loaded for a reason other than the database (HNSW holds the same rows).
+Why exact first, and the IVF past 300k: docs/performance.md. RAGService and the LangChain
+store both search vectors through ``nearest_chunks``; the trace's ``index`` says which path
+served (``exact``, ``ivf`` with its lists, probes and rows scanned, or ``hnsw``).
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ def nearest_chunks(
     allowed: Callable[[], np.ndarray] | None = None,
 ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
     """The vector leg of one knowledge base: up to ``limit`` (chunk id, cosine similarity),
-    best first, ties by chunk id, and a trace of how. Exact from this process's matrix while
-    the knowledge base fits ``VECTOR_L1_MAX_BYTES``, else pgvector's HNSW index.
+    best first, ties by chunk id, and a trace of how. From this process's matrix (exact, or its
+    IVF without filters) while the knowledge base fits its budget, else pgvector's HNSW index.
     ``knowledge_base`` must have been read just now (its ``index_version`` is the one asked
     for); ``allowed`` gives the ids the filters let through, when the caller has them cached.
     Raises KnowledgeBase.DoesNotExist if the knowledge base is gone."""
@@ -49,8 +53,8 @@ def nearest_chunks(
                 if allowed is not None
                 else allowed_chunk_ids(knowledge_base.tenant_id, knowledge_base.pk, filters)
             )
-        hits = handle.matrix.search(query_vector, limit, ids)
-        return filters.without_excluded(hits, wanted), handle.trace()
+        hits, how = handle.matrix.search_traced(query_vector, limit, ids)
+        return filters.without_excluded(hits, wanted), handle.trace(how)
     hits = vector_search(
         tenant_id=knowledge_base.tenant_id,
         knowledge_base_id=knowledge_base.pk,

@@ -100,6 +100,25 @@ def test_bench_search_on_realistic_vectors_reports_hnsw_recall_and_realism():
     assert counts() == before and hnsw_indexes() == indexes
 
 
+def test_bench_search_without_hnsw_measures_the_ivf_against_the_in_memory_exact_scan(settings):
+    settings.VECTOR_IVF_MIN_ROWS = 300  # the searched knowledge base's 500 chunks get an IVF
+    before, indexes = counts(), hnsw_indexes()
+    result = bench(
+        "search", "--chunks", "500", "--queries", "10", "--recall-queries", "10",
+        "--vectors", "hash", "--rank-bm25-queries", "0", "--skip-hnsw",
+    )  # fmt: skip
+    assert result["vector_index"] == "ivf" and result["ivf_lists"] == 45
+    assert 1 <= result["ivf_probes"] <= 45 and result["ivf_calibrated_recall"] >= 0.97
+    assert result["ivf_build_s"] >= 0 and result["vector_matrix_bytes"] > 500 * (384 * 4 + 16)
+    assert result["vector_recall_truth"] == "matrix" and 0.5 <= result["vector_recall_at_10"] <= 1
+    assert 0 < result["matrix_rows_scanned_mean"] < 500  # the probed lists only
+    assert result["matrix_scan_p50_ms"] > 0 and result["matrix_exact_scan_p50_ms"] > 0
+    assert result["hnsw_build_s"] is None and result["hnsw_index_bytes"] is None
+    assert not {k for k in result if k.startswith("hnsw_")} - {"hnsw_build_s", "hnsw_index_bytes"}
+    assert "exact_scan_p50_ms" not in result  # pgvector's exact scan did not run either
+    assert counts() == before and hnsw_indexes() == indexes
+
+
 def test_synthetic_chunks_hold_what_ingestion_would_store():
     vocab = corpus.Vocabulary.build(size=2000)
     text = " ".join(vocab.words[:50])

@@ -1,0 +1,224 @@
+"""An inverted file (IVF) over a large host base's vectors: the vector leg's path past the
+exact scan's latency budget.
+
+The exact scan costs ~0.15 us per row of 384 dimensions, ~150 ms at 1M chunks: five times a
+hybrid search's budget. An IVF clusters the base's unit rows around ``lists`` centroids
+(spherical k-means: dot products, unit centroids) and a query scores only the rows of the
+``probes`` lists whose centroids are nearest to it. The host file stores the rows list by list
+(``retrieval.vector.hostfile``), so a probed list is one contiguous slice of the mapped
+matrix: the same float32 product as the exact scan over a few percent of the rows, with no
+copy or gather of rows at query time.
+
+Sizes: ``lists`` is about 2 sqrt(rows) (2,000 at 1M), the usual trade between scoring the
+centroids and scoring the lists' rows; no setting, since the number probed is what sets recall
+and time. k-means runs on a seeded random sample of ~50 rows per list (the whole base would
+cost 5-10x more per iteration; the calibration below judges the centroids whatever they are),
+8 iterations, an empty list reseeded with the sampled row its centroid fits worst; then every
+row is assigned to its nearest centroid in blocks, so memory stays bounded whatever the size.
+At 300k rows of 384 dimensions the whole build took 7 s on two cores (load 1.3), 14-19 s
+inside ``bench search`` under load 2-5.
+
+How many lists to probe depends on the vectors: real embeddings needed 3.5-4x more rows
+scanned than the benchmark's generated ones for the same recall (docs/performance.md, "Which
+path serves which size"). So it is calibrated per base, on its own rows (``calibrate``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+SEED = 20261123  # the sample, the initial centroids and the calibration queries: reproducible
+ROWS_PER_LIST = 50  # k-means sample: rows per list
+ITERATIONS = 8
+# Over six seeds at 300k generated rows, 200 queries calibrated 29 to 39 probes (recall@10
+# 0.961-0.973 to the benchmark's queries), 400 calibrated 32 to 39 (0.965-0.973); 400 cost
+# ~2.5 s of the build there.
+CALIBRATION_QUERIES = 400
+K = 10  # recall@K is what the calibration targets
+# Calibration queries are a stored row moved to this cosine from it (``calibration_queries``).
+QUERY_COSINE = 0.35
+_BLOCK_SCORES = 1 << 23  # float32 scores per block (32 MB) when rows meet centroids or queries
+
+
+@dataclass(frozen=True)
+class Ivf:
+    """The lists of a base stored list by list: list ``i`` is rows ``offsets[i]:offsets[i+1]``."""
+
+    centroids: np.ndarray  # float32 (lists, dimensions), unit rows (memory-mapped)
+    offsets: np.ndarray  # int64 (lists + 1,), 0 first and the base's rows last
+    probes: int  # lists a query scores, calibrated
+    recall: float  # mean recall@10 measured at ``probes`` when it was built
+    build_s: float  # what building it took: k-means, assignment, calibration
+
+    @property
+    def lists(self) -> int:
+        return len(self.centroids)
+
+    def runs(self, query: np.ndarray) -> list[tuple[int, int]]:
+        """Row ranges (start, stop) of the ``probes`` lists nearest to ``query`` (a unit
+        vector), in row order, adjacent lists merged into one range and empty ones left out."""
+        scores = self.centroids @ query
+        probes = min(self.probes, self.lists)
+        chosen = np.sort(np.argpartition(-scores, probes - 1)[:probes])
+        starts, stops = self.offsets[chosen], self.offsets[chosen + 1]
+        runs: list[tuple[int, int]] = []
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+            if start == stop:
+                continue
+            if runs and runs[-1][1] == start:
+                runs[-1] = (runs[-1][0], stop)
+            else:
+                runs.append((start, stop))
+        return runs
+
+
+@dataclass(frozen=True)
+class Built:
+    """An IVF of rows given in some order: ``permutation`` lists those rows list by list (the
+    order to store them in), and ``ivf`` describes the rows so stored."""
+
+    ivf: Ivf
+    permutation: np.ndarray  # int64: stored row i is given row permutation[i]
+
+
+def lists_for(rows: int) -> int:
+    return max(1, min(rows, round(2 * math.sqrt(rows))))
+
+
+def build(vectors: np.ndarray, target_recall: float) -> Built:
+    """Cluster ``vectors`` (unit float32 rows), assign every row and calibrate the probes."""
+    started = time.perf_counter()
+    rows = len(vectors)
+    lists = lists_for(rows)
+    rng = np.random.default_rng(SEED)
+    picked = np.sort(rng.choice(rows, size=min(rows, ROWS_PER_LIST * lists), replace=False))
+    centroids = kmeans(np.asarray(vectors[picked], dtype=np.float32), lists, rng)
+    labels, _ = assign(vectors, centroids)
+    permutation = np.argsort(labels, kind="stable").astype(np.int64)
+    offsets = np.zeros(lists + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(np.bincount(labels, minlength=lists))
+    probes, recall = calibrate(vectors, labels, centroids, target_recall, rng)
+    ivf = Ivf(centroids, offsets, probes, recall, time.perf_counter() - started)
+    return Built(ivf, permutation)
+
+
+def kmeans(sample: np.ndarray, lists: int, rng: np.random.Generator) -> np.ndarray:
+    """Spherical k-means: ``lists`` unit centroids of the unit rows of ``sample``, started
+    from distinct random rows; a list left empty takes the row its centroid fits worst."""
+    centroids = sample[rng.choice(len(sample), size=lists, replace=False)].copy()
+    for _ in range(ITERATIONS):
+        labels, fit = assign(sample, centroids)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, labels, sample)
+        empty = np.flatnonzero(np.bincount(labels, minlength=lists) == 0)
+        if empty.size:
+            worst = np.argsort(fit, kind="stable")[: empty.size]
+            sums[empty] = sample[worst]
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        centroids = sums / np.where(norms == 0, 1, norms)
+    return centroids.astype(np.float32)
+
+
+def assign(vectors: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's nearest centroid (int64) and its similarity to it, computed in blocks."""
+    block = max(1, _BLOCK_SCORES // len(centroids))
+    labels = np.empty(len(vectors), dtype=np.int64)
+    fit = np.empty(len(vectors), dtype=np.float32)
+    for start in range(0, len(vectors), block):
+        scores = np.asarray(vectors[start : start + block], dtype=np.float32) @ centroids.T
+        labels[start : start + block] = best = np.argmax(scores, axis=1)
+        fit[start : start + block] = scores[np.arange(len(best)), best]
+    return labels, fit
+
+
+def calibration_queries(
+    vectors: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows the queries come from, unit float32 queries): each a sampled row ``x`` moved to
+    cosine ``QUERY_COSINE`` (0.35) from it, ``c x + sqrt(1 - c^2) n`` with ``n`` a random unit
+    direction orthogonal to ``x``.
+
+    Why not the stored row itself: a row's neighbours are its own list's rows, the easiest
+    query an IVF can get, while a question is not its paragraph (the local model puts a
+    sentence at cosine ~0.6 from the paragraph it comes from, ``bench.realistic``). Why 0.35
+    and not that 0.6: isotropic noise in 384 dimensions lies mostly outside the directions the
+    rows vary along, so it moves the ranking of the rows far less than a real question's
+    difference does. A one-off experiment (target 0.97; probes calibrated -> recall@10 they
+    gave to the other queries, the probes those needed):
+
+    ==================================  =========  =========  ==========  ======
+    queries at cosine                   1 (row)    0.65       0.35        needed
+    ==================================  =========  =========  ==========  ======
+    50k generated, benchmark's queries  3: 0.776   5: 0.850   20: 0.967   22
+    1,155 real paragraphs, sentences    15: 0.948  16: 0.951  27: 0.985   21
+    ==================================  =========  =========  ==========  ======
+
+    (447 and 68 lists, 200 calibration queries; 300 generated queries, 435 real sentences.)
+
+    Noise shaped like the rows' own spread (another row's residual from its centroid) erred
+    the other way and unevenly (at 0.65: 250 probes where 22 did, 47 where 21 did). At 0.35
+    the calibration is near on the generated vectors and errs towards recall on the real ones,
+    which costs time, not answers."""
+    n = min(CALIBRATION_QUERIES, len(vectors))
+    sources = np.sort(rng.choice(len(vectors), size=n, replace=False))
+    rows = np.asarray(vectors[sources], dtype=np.float64)
+    noise = rng.standard_normal(rows.shape)
+    noise -= np.sum(noise * rows, axis=1, keepdims=True) * rows
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    queries = QUERY_COSINE * rows + math.sqrt(1 - QUERY_COSINE**2) * noise
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    return sources, queries.astype(np.float32)
+
+
+def calibrate(
+    vectors: np.ndarray,
+    labels: np.ndarray,
+    centroids: np.ndarray,
+    target_recall: float,
+    rng: np.random.Generator,
+) -> tuple[int, float]:
+    """(probes, mean recall@10 there): the fewest lists to probe for mean recall@10 >=
+    ``target_recall`` on the base's own ``calibration_queries``, leave-one-out (the row a query
+    comes from is excluded from the exact answer and the IVF's alike).
+
+    No search is run per probe count: the IVF's top 10 among the probed lists' rows holds every
+    row of the exact top 10 that lies in a probed list (nothing else in those lists scores
+    higher), so recall@10 at ``p`` probes is the share of the exact top-10 rows whose list is
+    among the query's ``p`` nearest centroids. One exact scan for the queries and one ranking
+    of the centroids give recall at every ``p`` at once; the smallest reaching the target is
+    exact, not bracketed by a search over ``p``."""
+    sources, queries = calibration_queries(vectors, rng)
+    k = min(K, len(vectors) - 1)
+    if k < 1:
+        return len(centroids), 1.0
+    neighbours = _exact_top(vectors, queries, sources, k)
+    by_centroid = np.argsort(-(queries @ centroids.T), axis=1, kind="stable")
+    rank = np.empty_like(by_centroid)
+    np.put_along_axis(rank, by_centroid, np.arange(len(centroids))[None, :], axis=1)
+    needed = np.take_along_axis(rank, labels[neighbours], axis=1)  # 0: the nearest list
+    found = np.cumsum(np.bincount(needed.ravel(), minlength=len(centroids)))
+    recall = found / needed.size
+    probes = int(np.argmax(recall >= target_recall - 1e-9)) + 1
+    return probes, float(recall[probes - 1])
+
+
+def _exact_top(vectors: np.ndarray, queries: np.ndarray, sources: np.ndarray, k: int):
+    """Row positions of each query's exact top ``k`` (not in order), its source row excluded."""
+    block = max(k + 1, _BLOCK_SCORES // len(queries))
+    best_rows = np.empty((len(queries), 0), dtype=np.int64)
+    best_scores = np.empty((len(queries), 0), dtype=np.float32)
+    for start in range(0, len(vectors), block):
+        scores = queries @ np.asarray(vectors[start : start + block], dtype=np.float32).T
+        own = (sources >= start) & (sources < start + scores.shape[1])
+        scores[own, sources[own] - start] = -np.inf
+        top = np.argpartition(-scores, min(k, scores.shape[1]) - 1, axis=1)[:, :k]
+        best_rows = np.concatenate([best_rows, top + start], axis=1)
+        best_scores = np.concatenate([best_scores, np.take_along_axis(scores, top, 1)], axis=1)
+        keep = np.argpartition(-best_scores, k - 1, axis=1)[:, :k]
+        best_rows = np.take_along_axis(best_rows, keep, axis=1)
+        best_scores = np.take_along_axis(best_scores, keep, axis=1)
+    return best_rows

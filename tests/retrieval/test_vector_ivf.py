@@ -1,0 +1,282 @@
+"""The vector leg's IVF (retrieval.vector.ivf) over a large host base: written with the base
+from VECTOR_IVF_MIN_ROWS rows (lowered here), searched list by list, against the exact scan."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from django.utils import timezone
+
+from knowledge.embeddings import EmbeddingConfig, config_for_knowledge_base, get_embedder
+from knowledge.models import Chunk, Document, KnowledgeBase
+from knowledge.services.documents import delete_document
+from knowledge.services.knowledge_bases import bump_index_version, create_knowledge_base
+from retrieval.bm25store.store import identity_of
+from retrieval.search import RAGService
+from retrieval.search.types import SearchFilters
+from retrieval.vector import hostfile, ivf
+from retrieval.vector.matrix import MatrixCache, VectorMatrix, get_matrix_cache
+from retrieval.vector.query_cache import remember_query_embedding
+from tests.factories import add_document
+
+pytestmark = pytest.mark.django_db
+
+DIMENSIONS = 32
+DOCUMENTS = 40
+CHUNKS_PER_DOCUMENT = 60  # 2,400 rows: an IVF of 98 lists
+TOPICS = 40
+
+
+def clustered(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Unit rows around TOPICS random directions (a topic each), like embeddings of a corpus."""
+    centres = np.random.default_rng(11).standard_normal((TOPICS, DIMENSIONS))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    rows = centres[rng.integers(0, TOPICS, n)] + 0.3 * rng.standard_normal((n, DIMENSIONS))
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def fill(kb: KnowledgeBase, name: str, rng: np.random.Generator, chunks: int) -> Document:
+    """A ready document of ``chunks`` chunks with clustered vectors (its parsed chunk's vector
+    replaced, the others added beside it), in the transaction of a version bump."""
+    document = add_document(kb, name, name)
+    first = document.chunks.get()
+    vectors = clustered(rng, chunks)
+    first.embedding = vectors[0]
+    first.save(update_fields=["embedding"])
+    Chunk.objects.bulk_create(
+        Chunk(
+            tenant_id=kb.tenant_id,
+            knowledge_base=kb,
+            document=document,
+            position=position,
+            content=f"{name} part {position}",
+            embedding=vector,
+            embedding_model=first.embedding_model,
+            embedding_dimensions=first.embedding_dimensions,
+        )
+        for position, vector in enumerate(vectors[1:], start=1)
+    )
+    Document.objects.filter(pk=document.pk).update(chunk_count=chunks)
+    bump_index_version(kb)
+    kb.refresh_from_db()
+    return document
+
+
+@pytest.fixture
+def ivf_settings(settings):
+    settings.VECTOR_IVF_MIN_ROWS = 1000
+    settings.VECTOR_IVF_TARGET_RECALL = 0.97
+    return settings
+
+
+@pytest.fixture
+def kb(tenant, ivf_settings):
+    kb = create_knowledge_base(
+        tenant=tenant, name="Large", embedding=EmbeddingConfig("hash", dimensions=DIMENSIONS)
+    )
+    draw = rng(3)
+    for i in range(DOCUMENTS):
+        fill(kb, f"doc-{i}", draw, CHUNKS_PER_DOCUMENT)
+    return kb
+
+
+def exact_of(matrix: VectorMatrix) -> VectorMatrix:
+    """The same live rows as one private part, searched by the exact scan."""
+    ids, documents, vectors = matrix.live_rows()
+    return VectorMatrix.of(ids, vectors, matrix.version, matrix.stamp, documents)
+
+
+def rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def queries(n: int, seed: int) -> np.ndarray:
+    return clustered(rng(seed), n)
+
+
+def same(hits: list[tuple[int, float]], truth: list[tuple[int, float]]) -> None:
+    """The same chunks in the same order and the same similarities up to float32 rounding (a
+    product over other rows may sum in another order)."""
+    assert [i for i, _ in hits] == [i for i, _ in truth]
+    np.testing.assert_allclose([s for _, s in hits], [s for _, s in truth], rtol=1e-6)
+
+
+def recall(found: list[tuple[int, float]], truth: list[tuple[int, float]]) -> float:
+    return len({i for i, _ in found[:10]} & {i for i, _ in truth[:10]}) / 10
+
+
+def test_a_large_base_is_stored_list_by_list_with_its_calibrated_ivf(kb):
+    handle = MatrixCache(10**8).get(kb)
+    (base,) = handle.matrix.parts
+    rows = DOCUMENTS * CHUNKS_PER_DOCUMENT
+    assert base.shared and base.ivf is not None and len(base.ids) == rows
+    assert base.ivf.lists == ivf.lists_for(rows) == 98
+    assert 1 <= base.ivf.probes < base.ivf.lists and base.ivf.recall >= 0.97
+    # the rows are in list order, each row in the list of its nearest centroid
+    labels, _ = ivf.assign(base.vectors, base.ivf.centroids)
+    assert np.all(np.diff(labels) >= 0)
+    np.testing.assert_array_equal(np.bincount(labels, minlength=98), np.diff(base.ivf.offsets))
+    assert np.all(np.diff(base.ids[base.order]) > 0)  # and ``order`` lists them by id
+    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
+    header = json.loads((folder / f"{handle.matrix.base_name}.json").read_text())
+    assert header["ivf"]["lists"] == 98 and header["ivf"]["probes"] == base.ivf.probes
+    assert header["ivf"]["recall"] == round(base.ivf.recall, 4)
+    assert header["ivf"]["target_recall"] == 0.97 and header["ivf"]["build_s"] >= 0
+
+
+def test_ivf_recall_at_10_against_the_exact_scan_meets_the_target(kb):
+    matrix = MatrixCache(10**8).get(kb).matrix
+    exact = exact_of(matrix)
+    found = [recall(matrix.search(q, 10), exact.search(q, 10)) for q in queries(300, 21)]
+    assert np.mean(found) >= 0.97
+    scanned = matrix.search_traced(queries(1, 22)[0], 10)[1]["rows_scanned"]
+    assert scanned < len(matrix) / 2  # and it got there scoring a part of the rows
+
+
+def test_the_probed_lists_are_scanned_exactly_and_all_lists_give_the_exact_scan(kb):
+    matrix = MatrixCache(10**8).get(kb).matrix
+    (base,) = matrix.parts
+    for query in queries(20, 23):
+        # Exactly the rows of the nearest lists: their exact top, computed apart.
+        nearest = np.argsort(-(base.ivf.centroids @ query), kind="stable")[: base.ivf.probes]
+        rows = np.concatenate([np.arange(*base.ivf.offsets[i : i + 2]) for i in nearest])
+        scores = base.vectors[rows] @ query
+        best = np.lexsort((base.ids[rows], -scores))[:15]
+        same(matrix.search(query, 15), list(zip(base.ids[rows][best], scores[best], strict=True)))
+    everything = replace(matrix, parts=(replace(base, ivf=replace(base.ivf, probes=98)),))
+    exact = exact_of(matrix)
+    for query in queries(20, 24):
+        hits, how = everything.search_traced(query, 15)
+        assert how == {"index": "ivf", "lists": 98, "probes": 98, "rows_scanned": len(matrix)}
+        same(hits, exact.search(query, 15))
+
+
+def test_deleted_and_changed_documents_rows_never_come_back_and_new_ones_are_found(kb):
+    cache = MatrixCache(10**8)
+    (base,) = cache.get(kb).matrix.parts
+    gone, changed = kb.documents.order_by("pk")[:2]
+    deleted = set(gone.chunks.values_list("pk", flat=True))
+    delete_document(tenant=kb.tenant, document=gone)
+    # The other one reprocessed: same chunk rows, new vectors.
+    pks = changed.chunks.values_list("pk", flat=True)
+    moved = dict(zip(pks, clustered(rng(6), CHUNKS_PER_DOCUMENT), strict=True))
+    for chunk in changed.chunks.all():
+        chunk.embedding = moved[chunk.pk]
+        chunk.save(update_fields=["embedding"])
+    Document.objects.filter(pk=changed.pk).update(processed_at=timezone.now())
+    added = set(fill(kb, "added", rng(5), 30).chunks.values_list("pk", flat=True))
+    handle = cache.get(kb)
+    assert handle.source == "delta"
+    shared, private = handle.matrix.parts
+    assert shared.vectors is base.vectors and shared.ivf is base.ivf  # the same mapped base
+    assert not shared.live.all() and set(private.ids.tolist()) == set(moved) | added
+    # Every old row of the two documents as a query (its own best match in the base): a
+    # deleted row is never returned, a changed one only with its new vector's similarity.
+    all_lists = replace(shared, ivf=replace(shared.ivf, probes=shared.ivf.lists))
+    for matrix in (handle.matrix, replace(handle.matrix, parts=(all_lists, private))):
+        for row in np.flatnonzero(np.isin(base.ids, [*deleted, *moved])):
+            query = np.asarray(base.vectors[row])
+            hits = matrix.search(query, 15)
+            assert hits and not {i for i, _ in hits} & deleted
+            for chunk, similarity in hits:
+                if chunk in moved:
+                    assert similarity == pytest.approx(float(moved[chunk] @ query), abs=1e-5)
+    # A new document's row as a query is found, first (cosine 1), by the IVF search.
+    vectors = dict(zip(private.ids.tolist(), private.vectors, strict=True))
+    for chunk in sorted(added)[:10]:
+        hits, how = handle.matrix.search_traced(vectors[chunk], 5)
+        assert hits[0][0] == chunk and how["index"] == "ivf"
+        assert how["rows_scanned"] >= len(private.ids)  # the private rows are all scored
+    exact = exact_of(handle.matrix)
+    found = [recall(handle.matrix.search(q, 10), exact.search(q, 10)) for q in queries(200, 25)]
+    assert np.mean(found) >= 0.95
+
+
+def test_a_filtered_search_stays_exact(kb):
+    matrix = MatrixCache(10**8).get(kb).matrix
+    exact = exact_of(matrix)
+    ids = np.sort(matrix.ids)
+    allowed = np.append(ids[::7], 10**12)  # any ids, one that is no chunk
+    for query in queries(10, 26):
+        hits, how = matrix.search_traced(query, 1000, allowed)
+        assert how == {"index": "exact"}
+        same(hits, exact.search(query, 1000, allowed))
+        assert {i for i, _ in hits} == set(ids[::7].tolist())
+
+
+def test_a_base_written_without_an_ivf_is_still_searched_exactly(kb, ivf_settings):
+    ivf_settings.VECTOR_IVF_MIN_ROWS = 0  # as a base written before the IVF existed
+    written = MatrixCache(10**8).get(kb).matrix
+    assert written.parts[0].ivf is None and written.parts[0].order is None
+    ivf_settings.VECTOR_IVF_MIN_ROWS = 1000
+    mapped = MatrixCache(10**8).get(kb)  # another process maps that base as it is
+    assert mapped.source == "file" and mapped.matrix.base_name == written.base_name
+    assert mapped.matrix.parts[0].ivf is None
+    query = queries(1, 27)[0]
+    hits, how = mapped.matrix.search_traced(query, 10)
+    assert how == {"index": "exact"}
+    same(hits, exact_of(written).search(query, 10))
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[:-16])
+
+
+def _shuffle_order(path):
+    order = np.load(path)
+    np.save(path, np.roll(order, 1))
+
+
+def _offsets_off_by_one(path):
+    offsets = np.load(path)
+    offsets[-1] -= 1
+    np.save(path, offsets)
+
+
+def _remove(path):
+    path.unlink()
+
+
+@pytest.mark.parametrize(
+    ("suffix", "damage"),
+    [
+        ("centroids.npy", _truncate),
+        ("order.npy", _shuffle_order),
+        ("offsets.npy", _offsets_off_by_one),
+        ("offsets.npy", _remove),
+    ],
+)
+def test_a_damaged_or_mismatching_ivf_file_is_ignored_and_replaced(kb, suffix, damage):
+    written = MatrixCache(10**8).get(kb).matrix
+    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
+    damage(folder / f"{written.base_name}.{suffix}")
+    again = MatrixCache(10**8).get(kb)
+    assert again.source == "load"  # not trusted: fetched from the database, written anew
+    assert again.matrix.parts[0].ivf is not None
+    np.testing.assert_array_equal(again.matrix.ids, written.ids)
+    assert hostfile.newest(folder, written.stamp, DIMENSIONS) is not None  # it checks out
+
+
+def test_the_service_searches_a_large_knowledge_base_through_the_ivf(kb):
+    get_matrix_cache().discard(kb.pk)
+    embedder = get_embedder(config_for_knowledge_base(kb))
+    target = kb.chunks.order_by("pk")[1234]
+    remember_query_embedding(embedder, "the chunk's own vector", np.asarray(target.embedding))
+    service = RAGService(kb.tenant)
+    result = service.search("the chunk's own vector", kb.pk, mode="vector", top_k=5)
+    index = result.trace.vector.detail["index"]
+    base = get_matrix_cache().get(kb).matrix.parts[0]
+    assert index["index"] == "ivf" and index["lists"] == base.ivf.lists
+    assert index["probes"] == base.ivf.probes and 0 < index["rows_scanned"] < kb.chunks.count()
+    assert result.hits[0].chunk_id == target.pk
+    assert result.hits[0].vector_similarity == pytest.approx(1.0, abs=1e-5)
+    filtered = service.search(
+        "the chunk's own vector",
+        kb.pk,
+        mode="vector",
+        top_k=5,
+        filters=SearchFilters(document_ids=(target.document_id,)),
+    )
+    assert filtered.trace.vector.detail["index"]["index"] == "exact"
+    assert {h.document_id for h in filtered.hits} == {target.document_id}
