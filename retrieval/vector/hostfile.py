@@ -29,7 +29,8 @@ whose document is not among the knowledge base's searchable documents with the s
 files do not match (shape, sizes) is ignored and replaced. Rows changed since a base stay in
 each process's private memory until they pass ``REBASE_FRACTION`` of the base; then one process
 (a non-blocking lock per knowledge base: the others keep their private rows meanwhile) writes a
-new base and deletes older ones (unlinking a mapped file is safe on Linux: mappings stay valid
+new base, in a thread beside its searches (``retrieval.vector.matrix.rebase_in_background``),
+and deletes older ones (unlinking a mapped file is safe on Linux: mappings stay valid
 until unmapped).
 """
 

@@ -311,7 +311,7 @@ class MatrixHandle:
     """A matrix and how this search got it, for the trace."""
 
     matrix: VectorMatrix
-    source: str  # l1, held (older, another thread loads), delta, load, file, rebase
+    source: str  # l1, held (older, another thread loads), delta, load, file, rebase (private)
     load_ms: float
 
     def trace(self, how: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -450,17 +450,75 @@ def load(
         held.base_version,
     )
     if len(extra.ids) + dead > hostfile.REBASE_FRACTION * len(base.ids):
-        ids, owners, vectors = matrix.live_rows()
         if not hostfile.enabled():  # one private part again
+            ids, owners, vectors = matrix.live_rows()
             return VectorMatrix.of(ids, vectors, version, stamp, owners, processed), "rebase"
         newer = hostfile.newest(folder, stamp, dimensions)
         if newer is not None and newer.version > held.base_version:
-            # Another process of the host wrote a newer base: take it up instead of a third.
+            # A newer base (another process's, or this one's rebase in the background): take
+            # it up instead of writing a third.
             return load(knowledge_base, _on_base(newer, stamp), max_bytes)[0], "file"
-        rebased = _written(folder, stamp, version, ids, owners, vectors, processed)
-        if rebased is not None:  # else another process is writing one: keep ours meanwhile
-            return rebased, "rebase"
+        rebase_in_background(folder, matrix)
     return matrix, source
+
+
+_rebasing: dict[str, threading.Thread] = {}  # host folder -> this process's rebase under way
+_rebasing_lock = threading.Lock()
+
+
+def rebase_in_background(folder, matrix: VectorMatrix) -> threading.Thread | None:
+    """Write ``matrix``'s live rows as the host's new base in a thread of this process (one
+    per knowledge base at a time; None when one is under way), while searches go on with the
+    base and private rows they have. The next change's delta takes the new base up (``load``:
+    "file"); another process of the host that is writing one already wins (``hostfile.write``'s
+    lock), and this one's write is skipped.
+
+    Not in the search that found the rows past ``REBASE_FRACTION``: copying the live rows,
+    writing them and, from ``VECTOR_IVF_MIN_ROWS``, building the IVF take seconds at 300k
+    chunks and a minute or more at 1M, and that search (and every request queued behind it in
+    a sync web worker) waited for all of it."""
+    key = str(folder)
+    with _rebasing_lock:
+        if key in _rebasing:
+            return None
+        thread = threading.Thread(
+            target=_rebase, args=(key, folder, matrix), name="rag-vector-rebase", daemon=True
+        )
+        _rebasing[key] = thread
+    thread.start()
+    return thread
+
+
+def _rebase(key: str, folder, matrix: VectorMatrix) -> None:
+    started = time.perf_counter()
+    try:
+        ids, owners, vectors = matrix.live_rows()
+        rebased = _written(
+            folder, matrix.stamp, matrix.version, ids, owners, vectors, matrix.processed
+        )
+        if rebased is not None:
+            logger.info(
+                "vector base of %s rewritten at v%s in the background: %d rows, %.1f s",
+                folder,
+                matrix.version,
+                len(ids),
+                time.perf_counter() - started,
+            )
+    except Exception:  # the searches go on with the rows they have; the next change retries
+        logger.exception("vector base of %s not rewritten", folder)
+    finally:
+        with _rebasing_lock:
+            _rebasing.pop(key, None)
+
+
+def wait_for_rebases(timeout: float | None = None) -> bool:
+    """Wait for this process's background rebases (tests, benchmarks, shutdown); whether none
+    is left under way."""
+    with _rebasing_lock:
+        threads = list(_rebasing.values())
+    for thread in threads:
+        thread.join(timeout)
+    return not any(thread.is_alive() for thread in threads)
 
 
 def _on_base(base: hostfile.Base, stamp: tuple) -> VectorMatrix:

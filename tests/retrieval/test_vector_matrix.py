@@ -17,8 +17,14 @@ from retrieval.search import RAGService
 from retrieval.search.types import SearchFilters
 from retrieval.vector import hostfile
 from retrieval.vector.hnsw import exact_vector_search
-from retrieval.vector.matrix import MatrixCache, VectorMatrix, get_matrix_cache, top
-from tests.conftest import at_once
+from retrieval.vector.matrix import (
+    MatrixCache,
+    VectorMatrix,
+    get_matrix_cache,
+    top,
+    wait_for_rebases,
+)
+from tests.conftest import CEILING_S, at_once
 from tests.factories import TenantFactory, add_document
 
 pytestmark = pytest.mark.django_db
@@ -197,12 +203,22 @@ def test_many_changes_rewrite_the_base_and_remove_the_old_file(kb, settings):
     for n in range(4):  # past REBASE_FRACTION of the base's rows
         add_document(kb, f"extra-{n}.txt", f"valve {n} pressure gauge")
     kb.refresh_from_db()
+    # The search that finds the private rows past the fraction answers with them at once and
+    # leaves the new base to a thread beside it.
     handle = cache.get(kb)
-    assert handle.source == "rebase" and handle.matrix.base_name != first.base_name
-    assert len(handle.matrix.parts) == 1 and handle.matrix.parts[0].shared
-    assert sorted(p.name.split(".")[0] for p in folder.glob("*.json")) == [handle.matrix.base_name]
+    assert handle.source == "delta" and handle.matrix.base_name == first.base_name
+    assert wait_for_rebases(CEILING_S)
+    written = [p.name.split(".")[0] for p in folder.glob("*.json")]
+    assert len(written) == 1 and written != [first.base_name]  # the old one removed
+    add_document(kb, "one-more.txt", "valve pressure relief")
+    kb.refresh_from_db()
+    taken_up = cache.get(kb)  # the next change's delta takes the new base up
+    assert taken_up.source == "file" and taken_up.matrix.base_name == written[0]
+    assert taken_up.matrix.parts[0].shared
     fresh = MatrixCache(10**8).get(kb).matrix
-    np.testing.assert_array_equal(handle.matrix.ids, fresh.ids)
+    np.testing.assert_array_equal(taken_up.matrix.ids, fresh.ids)
+    vector = embed(kb, "valve pressure")
+    assert taken_up.matrix.search(vector, 5) == fresh.search(vector, 5)
 
 
 def test_a_late_writer_of_an_older_base_leaves_the_newer_one(tmp_path):
@@ -227,12 +243,14 @@ def test_a_process_takes_up_the_newer_base_another_one_wrote(kb):
     for n in range(4):  # past REBASE_FRACTION of the base's rows
         add_document(kb, f"extra-{n}.txt", f"valve {n} pressure gauge")
     kb.refresh_from_db()
-    rebased = other.get(kb)
-    assert rebased.source == "rebase"
+    rebasing = other.get(kb)
+    assert rebasing.source == "delta" and wait_for_rebases(CEILING_S)
+    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
+    (written,) = [p.name.split(".")[0] for p in folder.glob("*.json")]
     taken_up = one.get(kb)
     assert taken_up.source == "file"  # not a third base: the one the other process wrote
-    assert taken_up.matrix.base_name == rebased.matrix.base_name
-    np.testing.assert_array_equal(taken_up.matrix.ids, rebased.matrix.ids)
+    assert taken_up.matrix.base_name == written
+    np.testing.assert_array_equal(taken_up.matrix.ids, rebasing.matrix.ids)
 
 
 def test_a_damaged_or_mismatching_file_is_ignored_and_replaced(kb):
