@@ -79,7 +79,13 @@ class SegmentedIndex:
         self.deleted = np.unique(np.asarray(deleted, dtype=np.int64))
         if deleted_per_segment is not None and len(deleted_per_segment) != len(self.segments):
             raise ValueError("deleted_per_segment needs one array per segment")
-        self._own_deleted = deleted_per_segment
+        # Ids deleted from each segment (sorted, unique): the view's and the segment's own.
+        self._segment_deleted = [
+            self.deleted
+            if deleted_per_segment is None
+            else np.union1d(self.deleted, deleted_per_segment[i])
+            for i in range(len(self.segments))
+        ]
         sizes = [len(s) for s in self.segments]
         self._bases = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         self._base_list = self._bases.tolist()
@@ -91,7 +97,7 @@ class SegmentedIndex:
             if self.segments
             else np.empty(0, np.int64)
         )
-        reused = _reusable(previous, self.segments, self.deleted, deleted_per_segment)
+        reused = _reusable(previous, self.segments, self._segment_deleted)
         lives = []
         for i, segment in enumerate(self.segments):
             counts = reused[i][1] if i in reused else None
@@ -144,14 +150,8 @@ class SegmentedIndex:
         # A term's largest contribution (8 bytes per term that was a MaxScore candidate).
         self._max_weight: dict[int, float] = {}
 
-    def _deleted_in(self, position: int) -> np.ndarray:
-        """Ids deleted from the segment at ``position`` (sorted, unique)."""
-        if self._own_deleted is None:
-            return self.deleted
-        return np.union1d(self.deleted, self._own_deleted[position])
-
     def _live_of(self, segment: Segment, position: int) -> np.ndarray | None:
-        deleted = self._deleted_in(position)
+        deleted = self._segment_deleted[position]
         if not deleted.size or not len(segment):
             return None
         live = ~np.isin(segment.doc_ids, deleted)
@@ -196,6 +196,7 @@ class SegmentedIndex:
         arrays = [self._all_ids, self._norm, self._df, self._idf, self.deleted]
         arrays += self._local_to_global + self._df_parts
         arrays += [live for live in self._lives if live is not None]
+        arrays += [d for d in self._segment_deleted if d is not self.deleted]
         if self._dead is not None:
             arrays.append(self._dead)
         vocab = sys.getsizeof(self._vocab) + 28 * len(self._vocab)
@@ -437,8 +438,7 @@ class SegmentedIndex:
 def _reusable(
     previous: SegmentedIndex | None,
     segments: tuple[Segment, ...],
-    deleted: np.ndarray,
-    deleted_per_segment: Sequence[np.ndarray] | None,
+    segment_deleted: list[np.ndarray],
 ) -> dict[int, tuple[np.ndarray, tuple[np.ndarray | None, np.ndarray] | None]]:
     """Per position of ``segments``, what ``previous`` composed for the same segment object:
     its local-to-global term ids, and its (live mask, document frequencies) when the segment's
@@ -455,11 +455,8 @@ def _reusable(
         before = at.get(id(segment))
         if before is None:
             continue
-        own = deleted
-        if deleted_per_segment is not None:
-            own = np.union1d(deleted, deleted_per_segment[position])
         counts = None
-        if np.array_equal(own, previous._deleted_in(before)):
+        if np.array_equal(segment_deleted[position], previous._segment_deleted[before]):
             counts = (previous._lives[before], previous._df_parts[before])
         reused[position] = (previous._local_to_global[before], counts)
     return reused

@@ -184,7 +184,7 @@ def write(
     ids: np.ndarray,
     documents: np.ndarray,
     vectors: np.ndarray,
-    processed: dict[int, Any],
+    processed: dict[int, str],
 ) -> Base | None:
     """Write a base of these rows (ids ascending) unless another process is writing one for
     this knowledge base (then None: keep the rows in memory this time), map it back, and delete
@@ -200,7 +200,7 @@ def write(
             "version": version,
             "rows": len(ids),
             "stamp": [str(part) for part in stamp],
-            "processed": {str(k): iso(v) for k, v in processed.items()},
+            "processed": {str(k): v for k, v in processed.items()},
         }
         permutation = None
         if 0 < settings.VECTOR_IVF_MIN_ROWS <= len(ids):
@@ -234,10 +234,6 @@ def write(
         if base is not None:
             _remove_older(folder, keep=stem.name)
         return base
-
-
-def iso(value: Any) -> str:
-    return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
 def _write_atomically(

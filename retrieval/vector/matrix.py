@@ -165,7 +165,7 @@ class VectorMatrix:
     parts: tuple[Part, ...]
     version: int
     stamp: tuple  # the knowledge base row's (updated_at, provider, model, dimensions)
-    processed: dict[int, Any] = field(default_factory=dict)  # document id -> processed_at
+    processed: dict[int, str | None] = field(default_factory=dict)  # doc id -> processed_at, us
     base_name: str = ""  # the host file of the shared part, if any
     base_version: int = -1  # ... and the version it was written at
 
