@@ -591,7 +591,7 @@ def _bm25_legs(index, kb: KnowledgeBase, queries: list[str], rank_queries: int) 
         return result
     from rank_bm25 import BM25Okapi
 
-    from retrieval.bm25store.build import fetch_tokens
+    from retrieval.bm25store.fetch import fetch_tokens
 
     _, tokens, _ = fetch_tokens(kb)
     started = time.perf_counter()

@@ -46,7 +46,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import chain, count
+from itertools import chain
 
 import numpy as np
 
@@ -267,30 +267,57 @@ class Inverted:
     post_tf: np.ndarray  # uint8/16/32 term frequencies
 
 
+class TermIds(dict):
+    """term -> id, ids given in first-seen order: looking up a term not seen yet gives it the
+    next id (one C-level lookup per token; Python runs once per distinct term)."""
+
+    def __missing__(self, term):
+        term_id = self[term] = len(self)
+        return term_id
+
+
 def invert(docs: list[Sequence[str]]) -> Inverted:
     """Postings of `docs` (token lists), sorted by term (in first-seen order) then document."""
-    n = len(docs)
-    lengths = np.fromiter(map(len, docs), dtype=np.int64, count=n)
-    total = int(lengths.sum())
-    # One C-level pass over the tokens: setdefault maps each term to the position of its
-    # first occurrence. Those positions rank in dict insertion order, so after the sort
-    # below the k-th distinct one belongs to the k-th vocabulary entry.
-    vocab: dict[str, int] = {}
-    keys = np.fromiter(
-        map(vocab.setdefault, chain.from_iterable(docs), count()), dtype=np.int64, count=total
+    lengths = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
+    vocab = TermIds()
+    term_ids = np.fromiter(
+        map(vocab.__getitem__, chain.from_iterable(docs)),
+        dtype=np.int64,
+        count=int(lengths.sum()),
     )
-    # One sortable key per token, term-major (< tokens * docs, far from int64's limit):
-    # sorting groups postings by term then document, and runs of equal keys are the tfs.
+    lengths, offsets, post_docs, post_tf = invert_ids(term_ids, lengths)
+    return Inverted(dict(vocab), lengths, offsets, post_docs, post_tf)
+
+
+def invert_ids(
+    term_ids: np.ndarray, lengths: np.ndarray, positions: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Postings of documents given as term ids: ``term_ids`` holds every document's tokens back
+    to back (document i has ``lengths[i]`` of them) as ids 0..V-1, each id occurring at least
+    once; document i is stored at position ``positions[i]`` (default i). Returns the lengths
+    by position, then offsets, post_docs and post_tf as in `Inverted`, terms ordered by id.
+    Numpy only (the sort releases the GIL); ``term_ids`` is overwritten when it is int64."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n = lengths.size
+    total = term_ids.size
+    # One sortable key per token, term-major (< V * n <= tokens * docs, far from int64's
+    # limit): sorting groups postings by term then document, and runs of equal keys are the tfs.
+    keys = term_ids.astype(np.int64, copy=False)
     keys *= n
-    keys += np.repeat(np.arange(n, dtype=np.int64), lengths)
+    if positions is None:
+        keys += np.repeat(np.arange(n, dtype=np.int64), lengths)
+    else:
+        keys += np.repeat(np.asarray(positions, dtype=np.int64), lengths)
+        by_position = np.empty_like(lengths)
+        by_position[positions] = lengths
+        lengths = by_position
     keys.sort()
     starts = _run_starts(keys)
     tf = np.diff(starts, append=total)
-    first_seen, post_docs = np.divmod(keys[starts], max(n, 1))
+    term_of, post_docs = np.divmod(keys[starts], max(n, 1))
     del keys
-    offsets = np.append(_run_starts(first_seen), first_seen.size)
-    vocab = dict(zip(vocab, range(len(vocab)), strict=True))
-    return Inverted(vocab, lengths, offsets, post_docs.astype(np.int32), narrow_tf(tf))
+    offsets = np.append(_run_starts(term_of), term_of.size)
+    return lengths, offsets, post_docs.astype(np.int32), narrow_tf(tf)
 
 
 def narrow_tf(tf: np.ndarray) -> np.ndarray:

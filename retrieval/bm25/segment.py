@@ -21,13 +21,15 @@ import struct
 import sys
 from collections.abc import Iterable, Sequence
 from functools import cached_property
+from itertools import chain
 
 import numpy as np
 
 from retrieval.bm25.index import (
+    TermIds,
     _from_byte_planes,
     _to_byte_planes,
-    invert,
+    invert_ids,
     narrow_tf,
     payload_body,
 )
@@ -78,26 +80,56 @@ class Segment:
         `groups[i]`, when given). Documents are stored in ascending id order whatever order
         they come in."""
         docs = corpus if isinstance(corpus, list) else list(corpus)
+        lengths = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
+        vocab = TermIds()
+        term_ids = np.fromiter(
+            map(vocab.__getitem__, chain.from_iterable(docs)),
+            dtype=np.int64,
+            count=int(lengths.sum()),
+        )
+        return cls.from_term_ids(doc_ids, term_ids, lengths, list(vocab), groups)
+
+    @classmethod
+    def from_term_ids(
+        cls,
+        doc_ids: Sequence[int] | np.ndarray,
+        term_ids: np.ndarray,
+        lengths: Sequence[int] | np.ndarray,
+        terms: list[str],
+        groups: Sequence[int] | np.ndarray | None = None,
+    ) -> Segment:
+        """A segment of documents given as term ids (see `invert_ids`; ``terms[i]`` is term i,
+        and every id occurs): document i is `doc_ids[i]`, `lengths[i]` tokens long (owned by
+        `groups[i]`, when given). Documents are stored in ascending id order whatever order
+        they come in. Numpy only, so a builder thread runs it beside a fetch."""
         ids = np.asarray(doc_ids, dtype=np.int64)
-        if ids.shape != (len(docs),):
-            raise ValueError(f"{ids.size} doc ids for {len(docs)} documents")
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if lengths.shape != ids.shape:
+            raise ValueError(f"{ids.size} doc ids for {lengths.size} documents")
+        if int(lengths.sum()) != term_ids.size:
+            raise ValueError(f"{term_ids.size} term ids for {int(lengths.sum())} tokens")
         owners = None if groups is None else np.asarray(groups, dtype=np.int64)
         if owners is not None and owners.shape != ids.shape:
             raise ValueError(f"{owners.size} groups for {ids.size} documents")
+        positions = None
         if ids.size and np.any(ids[1:] <= ids[:-1]):
             order = np.argsort(ids, kind="stable")
             if np.any(np.diff(ids[order]) == 0):
                 raise ValueError("doc ids must be unique within a segment")
-            ids, docs = ids[order], [docs[i] for i in order.tolist()]
+            positions = np.empty_like(order)
+            positions[order] = np.arange(order.size)
+            ids = ids[order]
             owners = None if owners is None else owners[order]
-        inverted = invert(docs)
+        lengths, offsets, post_docs, post_tf = invert_ids(term_ids, lengths, positions)
+        if offsets.size - 1 != len(terms):
+            raise ValueError(f"{len(terms)} terms, {offsets.size - 1} of them in use")
         return cls(
             doc_ids=ids,
-            lengths=inverted.lengths,
-            terms=list(inverted.vocab),
-            offsets=inverted.offsets,
-            post_docs=inverted.post_docs,
-            post_tf=inverted.post_tf,
+            lengths=lengths,
+            terms=terms,
+            offsets=offsets,
+            post_docs=post_docs,
+            post_tf=post_tf,
             groups=owners,
         )
 

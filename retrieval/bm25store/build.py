@@ -10,7 +10,7 @@ readers of the newer version do not take it as theirs.)
 Two kinds of build:
 
 - **full**: every searchable chunk, cut into segments of at most ``MAX_SEGMENT_TOKENS`` tokens
-  (``plan_segments``); seconds at 100k chunks, most of it fetching.
+  in the order PostgreSQL returns them; seconds at 100k chunks, most of it fetching.
 - **delta**: from the newest stored manifest. The searchable documents and their stamps
   (``processed_at`` and analyser version: one small table, the chunk table untouched) are
   compared with the manifest's: the chunks of documents gone or changed are added to the
@@ -20,13 +20,9 @@ Two kinds of build:
   user words), or a delta touching more than ``DELTA_MAX_FRACTION`` of the chunks, builds in
   full instead.
 
-Fetching is the expensive half of a full build: turning 12M array elements into Python strings
-costs more than building the index. So PostgreSQL joins each chunk's tokens into one UTF-8
-``bytea`` (with a separator the analyser never emits), Python splits bytes (no decoding per
-token), and one dict maps each distinct term's bytes to a single ``str``: 12M tokens become
-pointers to ~50k strings, which also makes the build's own dict lookups faster. A row whose
-split does not give ``cardinality(tokens)`` tokens (a token holding the separator, or an empty
-or NULL element) is fetched again as an array.
+Fetching is the expensive half of a full build; ``retrieval.bm25store.fetch`` reads the tokens
+and builds the segments as they arrive (a reader thread, the token-to-id mapping, a builder
+thread: see there).
 
 Builds, full or delta, read the database the search reads (``retrieval.replica.search_reads``:
 a replica only inside a search that checked it holds the version asked for; the primary outside
@@ -38,27 +34,23 @@ by the store.
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.models import BinaryField, F, Func, IntegerField, Value
 
 from knowledge.analysis import ANALYZER_VERSION
-from knowledge.models import Chunk, KnowledgeBase
-from knowledge.selectors import SEARCHABLE_CHUNK, searchable_document_sql
-from retrieval.bm25.segment import MAX_SEGMENT_TOKENS, Segment, plan_segments
+from knowledge.models import KnowledgeBase
+from knowledge.selectors import searchable_document_sql
+from retrieval.bm25.segment import Segment
+from retrieval.bm25store.fetch import fetch_segments
 from retrieval.bm25store.manifest import Manifest, analysis_basis, document_stamp
 from retrieval.replica import search_reads
-
-# The analyser's normalisation removes C0 controls, so no stored token holds this one.
-_SEPARATOR = "\x1f"
-_FETCH_ROWS = 5000
-
 
 # A delta deleting or adding more than this fraction of the live chunks is built in full.
 DELTA_MAX_FRACTION = 0.3
@@ -80,14 +72,6 @@ class Built:
     seconds: float
 
 
-class _Terms(dict):
-    """bytes -> the one ``str`` of that term; decodes each distinct term once."""
-
-    def __missing__(self, key: bytes) -> str:
-        term = self[key] = key.decode()
-        return term
-
-
 def new_key() -> str:
     return uuid.uuid4().hex
 
@@ -100,11 +84,7 @@ def build_full(knowledge_base: KnowledgeBase, merges: int = 0) -> Built:
     with snapshot(using=alias):
         version, basis = _version_and_basis(knowledge_base, alias)
         doc_ids, stamps = documents_state(knowledge_base, alias)
-        ids, corpus, groups = fetch_tokens(knowledge_base, using=alias)
-    lengths = [len(tokens) for tokens in corpus]
-    segments = {}
-    for part in plan_segments(lengths, MAX_SEGMENT_TOKENS) if ids else []:
-        segments[new_key()] = Segment.build(ids[part], corpus[part], groups[part])
+        segments = {new_key(): s for s in fetch_segments(knowledge_base, using=alias) if len(s)}
     seconds = time.perf_counter() - started
     manifest = Manifest(
         version=version,
@@ -115,7 +95,7 @@ def build_full(knowledge_base: KnowledgeBase, merges: int = 0) -> Built:
         doc_stamps=stamps,
         basis=basis,
         merges=merges,
-        chunk_count=len(ids),
+        chunk_count=sum(map(len, segments.values())),
         build_seconds=seconds,
     )
     return Built(manifest, segments, True, seconds)
@@ -153,12 +133,12 @@ def build_delta(
                 deleted_in.append(np.full(ids.size, position, np.int32))
                 newly += ids.size
         live = base.chunk_count - newly
-        ids, corpus, groups = (
-            fetch_tokens(knowledge_base, fresh, using=alias) if fresh.size else ([], [], [])
-        )
-    if newly + len(ids) > DELTA_MAX_FRACTION * max(live, 1):
+        # One segment, however many tokens (merges fold it in later).
+        fetched = fetch_segments(knowledge_base, fresh, alias, sys.maxsize) if fresh.size else []
+    added = sum(map(len, fetched))
+    if newly + added > DELTA_MAX_FRACTION * max(live, 1):
         return None
-    new_segments = {new_key(): Segment.build(ids, corpus, groups)} if ids else {}
+    new_segments = {new_key(): segment for segment in fetched if len(segment)}
     manifest = Manifest(
         version=version,
         keys=base.keys + tuple(new_segments),
@@ -168,7 +148,7 @@ def build_delta(
         doc_stamps=stamps,
         basis=basis,
         merges=base.merges,
-        chunk_count=live + len(ids),
+        chunk_count=live + added,
         build_seconds=base.build_seconds,
     )
     return Built(manifest, new_segments, False, time.perf_counter() - started)
@@ -223,57 +203,3 @@ def snapshot(using: str | None = None):
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         yield
-
-
-def _ready_chunks(knowledge_base: KnowledgeBase, using: str | None = None):
-    return (
-        Chunk.objects.db_manager(using)
-        .filter(
-            SEARCHABLE_CHUNK,  # curation: the one definition of searchable
-            tenant_id=knowledge_base.tenant_id,
-            knowledge_base_id=knowledge_base.pk,
-        )
-        .order_by()
-    )
-
-
-def fetch_tokens(
-    knowledge_base: KnowledgeBase,
-    documents: Sequence[int] | np.ndarray | None = None,
-    using: str | None = None,
-) -> tuple[list[int], list[list[str]], list[int]]:
-    """The ids, stored token lists and document ids of the knowledge base's searchable chunks
-    (of ``documents`` only, when given), as a build reads them (inside the caller's snapshot,
-    if any), from database ``using`` (default: the primary)."""
-    packed = Func(
-        Func(F("tokens"), Value(_SEPARATOR), function="array_to_string"),
-        Value("UTF8"),
-        function="convert_to",
-        output_field=BinaryField(),
-    )
-    chunks = _ready_chunks(knowledge_base, using)
-    if documents is not None:
-        chunks = chunks.filter(document_id__in=[int(d) for d in documents])
-    rows = chunks.annotate(
-        n_tokens=Func(F("tokens"), function="cardinality", output_field=IntegerField()),
-        packed=packed,
-    ).values_list("id", "n_tokens", "packed", "document_id")
-    terms = _Terms()
-    term_of = terms.__getitem__
-    separator = _SEPARATOR.encode()
-    ids: list[int] = []
-    corpus: list[list[str]] = []
-    groups: list[int] = []
-    irregular: dict[int, int] = {}  # chunk id -> position in corpus
-    for chunk_id, n_tokens, data, document_id in rows.iterator(chunk_size=_FETCH_ROWS):
-        tokens = list(map(term_of, bytes(data).split(separator))) if data else []
-        if len(tokens) != (n_tokens or 0):
-            irregular[chunk_id] = len(corpus)
-        ids.append(chunk_id)
-        corpus.append(tokens)
-        groups.append(document_id)
-    if irregular:
-        arrays = _ready_chunks(knowledge_base, using).filter(id__in=list(irregular))
-        for chunk_id, tokens in arrays.values_list("id", "tokens"):
-            corpus[irregular[chunk_id]] = [t for t in tokens if t is not None]
-    return ids, corpus, groups

@@ -14,7 +14,10 @@ import threading
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
+from django.db import DataError, transaction
+from django.db.models.expressions import RawSQL
 
 from bench.synthetic import zipf_corpus
 from knowledge.analysis import get_analyzer
@@ -25,7 +28,8 @@ from knowledge.services.knowledge_bases import create_knowledge_base
 from rag_project import embedded
 from retrieval.bm25 import BM25Index
 from retrieval.bm25.segment import SEGMENT_FORMAT_VERSION, Segment
-from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, availability, identity_of
+from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, availability, fetch, identity_of
+from retrieval.bm25store.fetch import fetch_segments, fetch_tokens
 from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.payload import (
     Identity,
@@ -234,6 +238,66 @@ def test_stored_tokens_are_indexed_exactly_whatever_characters_they_hold(store, 
     assert index.search(["odd"], 5) == []
     assert [chunk_id for chunk_id, _ in index.search(["传感器"], 5)] == [ids[4]]
     assert index.idf("") is not None  # the empty token is kept, as stored
+
+
+def postings_of(segment: Segment) -> tuple[dict[str, dict[int, int]], dict[int, int]]:
+    """term -> {chunk id: tf}, and chunk id -> length: a segment whatever its order."""
+    terms = {
+        term: dict(
+            zip(
+                segment.doc_ids[segment.post_docs[start:end]].tolist(),
+                segment.post_tf[start:end].tolist(),
+                strict=True,
+            )
+        )
+        for term, start, end in zip(
+            segment.terms, segment.offsets[:-1], segment.offsets[1:], strict=True
+        )
+    }
+    return terms, dict(zip(segment.doc_ids.tolist(), segment.lengths.tolist(), strict=True))
+
+
+def test_segments_read_in_parts_hold_exactly_the_stored_tokens(bare_kb):
+    corpus = zipf_corpus(600, vocab=400, mean_len=12, seed=5)
+    # Rows the bytes path cannot split (read again as arrays), among the regular ones.
+    corpus[7] = ["odd\x1ftoken", "x"]
+    corpus[250] = ["a", None, "b"]
+    corpus[251] = [""]
+    corpus[400] = []
+    add_ready_chunks(bare_kb, corpus)
+    ids, token_lists, groups = fetch_tokens(bare_kb)
+    by_id = dict(zip(ids, zip(token_lists, groups, strict=True), strict=True))
+    assert by_id[min(ids) + 250][0] == ["a", "b"]
+
+    segments = fetch_segments(bare_kb, max_tokens=2000)
+
+    assert len(segments) > 3
+    assert sorted(i for s in segments for i in s.doc_ids.tolist()) == sorted(ids)
+    for segment in segments:
+        assert int(segment.lengths.sum()) <= 2000
+        assert np.all(np.diff(segment.doc_ids) > 0)
+        members = segment.doc_ids.tolist()
+        reference = Segment.build(
+            members, [by_id[i][0] for i in members], [by_id[i][1] for i in members]
+        )
+        assert postings_of(segment) == postings_of(reference)
+        assert segment.groups.tolist() == reference.groups.tolist()
+
+
+def test_an_error_while_reading_reaches_the_caller_and_leaves_no_thread(bare_kb):
+    add_ready_chunks(bare_kb, [["alpha", "beta"]] * 12_000)
+    failing = Chunk.objects.filter(knowledge_base=bare_kb).annotate(
+        boom=RawSQL("1 / (position - 11000)", [])
+    )
+    before = {t.name for t in threading.enumerate()}
+    with (
+        pytest.raises(DataError, match="division by zero"),
+        transaction.atomic(),
+        fetch._batches(failing.values_list("id", "boom")) as batches,
+    ):
+        for _ in batches:  # the third batch of 5,000 rows fails, in the reader thread
+            pass
+    assert {t.name for t in threading.enumerate()} - before == set()
 
 
 # --------------------------------------------------------------------------- versions

@@ -15,7 +15,7 @@ from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Chunk
 from knowledge.services.curation import ChunkChanges, set_document_enabled, update_chunk
 from knowledge.services.knowledge_bases import create_knowledge_base
-from retrieval.bm25store.build import fetch_tokens
+from retrieval.bm25store.fetch import fetch_tokens
 from retrieval.langchain import KnowledgeBaseRetriever, KnowledgeBaseVectorStore
 from retrieval.search import RAGService
 from retrieval.search.filters import allowed_chunk_ids

@@ -1,0 +1,254 @@
+"""Reading a knowledge base's stored tokens for a build (they are never re-analysed).
+
+Fetching is the expensive half of a full build: at a million chunks PostgreSQL produces 100M
+tokens, and any per-token Python object or step costs seconds. So:
+
+- PostgreSQL joins each chunk's tokens into one UTF-8 ``bytea`` (with a separator the analyser
+  never emits), and Python splits bytes: no decoding per token. A row whose split does not give
+  ``cardinality(tokens)`` tokens (a token holding the separator, or an empty or NULL element)
+  is fetched again as an array.
+- `fetch_segments` (what builds use) maps each token's bytes straight to its segment's term id
+  (one dict lookup per token; a term's bytes are decoded once per segment) into a flat int32
+  array: no list of strings per chunk, and the inversion after it is numpy only
+  (``Segment.from_term_ids``). Three things run at once: a reader thread fetches the next
+  batch of rows from a server-side cursor (waiting on PostgreSQL releases the GIL), the calling
+  thread maps tokens to ids, and a builder thread inverts each segment as soon as it is cut
+  (numpy's sort releases the GIL). At 1M chunks this took the first build from 77 s to ~40 s
+  on two cores (docs/performance.md).
+- `fetch_tokens` returns token lists (strings, one per distinct term, shared): for callers that
+  need the tokens themselves (the rank_bm25 comparison in ``bench search``, tests).
+
+Both read inside the caller's transaction (the build's REPEATABLE READ snapshot) on database
+``using``; the reader thread uses that same connection while the calling thread leaves it
+alone, and is joined before the caller touches it again.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from array import array
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+
+import numpy as np
+from django.db.models import BinaryField, F, Func, IntegerField, QuerySet, Value
+from django.db.models.sql.constants import MULTI
+
+from knowledge.models import Chunk, KnowledgeBase
+from knowledge.selectors import SEARCHABLE_CHUNK
+from retrieval.bm25.index import TermIds
+from retrieval.bm25.segment import MAX_SEGMENT_TOKENS, Segment
+
+# The analyser's normalisation removes C0 controls, so no stored token holds this one.
+_SEPARATOR = "\x1f"
+_FETCH_ROWS = 5000
+_QUEUED_BATCHES = 4  # batches the reader may run ahead: ~20k chunks, tens of MB at most
+
+
+class _Terms(dict):
+    """bytes -> the one ``str`` of that term; decodes each distinct term once."""
+
+    def __missing__(self, key: bytes) -> str:
+        term = self[key] = key.decode()
+        return term
+
+
+def ready_chunks(knowledge_base: KnowledgeBase, using: str | None = None) -> QuerySet:
+    """The knowledge base's searchable chunks, on database ``using`` (default: the primary)."""
+    return (
+        Chunk.objects.db_manager(using)
+        .filter(
+            SEARCHABLE_CHUNK,  # curation: the one definition of searchable
+            tenant_id=knowledge_base.tenant_id,
+            knowledge_base_id=knowledge_base.pk,
+        )
+        .order_by()
+    )
+
+
+def _packed_rows(
+    knowledge_base: KnowledgeBase, documents: Sequence[int] | np.ndarray | None, using: str | None
+) -> QuerySet:
+    """(chunk id, token count, tokens joined as bytes, document id) of the searchable chunks
+    (of ``documents`` only, when given)."""
+    packed = Func(
+        Func(F("tokens"), Value(_SEPARATOR), function="array_to_string"),
+        Value("UTF8"),
+        function="convert_to",
+        output_field=BinaryField(),
+    )
+    chunks = ready_chunks(knowledge_base, using)
+    if documents is not None:
+        chunks = chunks.filter(document_id__in=[int(d) for d in documents])
+    return chunks.annotate(
+        n_tokens=Func(F("tokens"), function="cardinality", output_field=IntegerField()),
+        packed=packed,
+    ).values_list("id", "n_tokens", "packed", "document_id")
+
+
+def _arrays(
+    knowledge_base: KnowledgeBase, chunk_ids: Sequence[int], using: str | None
+) -> dict[int, list[str]]:
+    """The token arrays of these chunks, NULL elements left out (the irregular rows' path)."""
+    if not chunk_ids:
+        return {}
+    rows = ready_chunks(knowledge_base, using).filter(id__in=list(chunk_ids))
+    return {
+        chunk_id: [t for t in tokens if t is not None]
+        for chunk_id, tokens in rows.values_list("id", "tokens")
+    }
+
+
+def fetch_tokens(
+    knowledge_base: KnowledgeBase,
+    documents: Sequence[int] | np.ndarray | None = None,
+    using: str | None = None,
+) -> tuple[list[int], list[list[str]], list[int]]:
+    """The ids, stored token lists and document ids of the knowledge base's searchable chunks
+    (of ``documents`` only, when given), as a build reads them (inside the caller's snapshot,
+    if any), from database ``using`` (default: the primary)."""
+    terms = _Terms()
+    term_of = terms.__getitem__
+    separator = _SEPARATOR.encode()
+    ids: list[int] = []
+    corpus: list[list[str]] = []
+    groups: list[int] = []
+    irregular: dict[int, int] = {}  # chunk id -> position in corpus
+    rows = _packed_rows(knowledge_base, documents, using)
+    for chunk_id, n_tokens, data, document_id in rows.iterator(chunk_size=_FETCH_ROWS):
+        tokens = list(map(term_of, bytes(data).split(separator))) if data else []
+        if len(tokens) != (n_tokens or 0):
+            irregular[chunk_id] = len(corpus)
+        ids.append(chunk_id)
+        corpus.append(tokens)
+        groups.append(document_id)
+    for chunk_id, tokens in _arrays(knowledge_base, list(irregular), using).items():
+        corpus[irregular[chunk_id]] = tokens
+    return ids, corpus, groups
+
+
+class _Part:
+    """The chunks of one segment being read: ids, owners, lengths and the term ids of their
+    tokens back to back, in a vocabulary of the segment's own (term bytes -> id)."""
+
+    def __init__(self) -> None:
+        self.ids = array("q")
+        self.groups = array("q")
+        self.lengths = array("q")
+        self.term_ids = array("i")
+        self.vocab = TermIds()
+        self.tokens = 0  # as counted by the database, irregular rows included
+        self.irregular: list[tuple[int, int]] = []  # (chunk id, document id), tokens to come
+
+    def add_tokens(self, chunk_id: int, document_id: int, tokens: list[bytes]) -> None:
+        self.ids.append(chunk_id)
+        self.groups.append(document_id)
+        self.lengths.append(len(tokens))
+        self.term_ids.extend(map(self.vocab.__getitem__, tokens))
+
+    def build(self) -> Segment:
+        terms = [term.decode() for term in self.vocab]
+        return Segment.from_term_ids(
+            np.array(self.ids, dtype=np.int64),
+            np.frombuffer(self.term_ids, dtype=np.int32),  # copied to int64 by the inversion
+            np.array(self.lengths, dtype=np.int64),
+            terms,
+            np.array(self.groups, dtype=np.int64),
+        )
+
+
+def fetch_segments(
+    knowledge_base: KnowledgeBase,
+    documents: Sequence[int] | np.ndarray | None = None,
+    using: str | None = None,
+    max_tokens: int = MAX_SEGMENT_TOKENS,
+) -> list[Segment]:
+    """The knowledge base's searchable chunks (of ``documents`` only, when given) as segments
+    of at most ``max_tokens`` tokens each (a longer single chunk gets one of its own; cut in
+    the order the rows come, like ``plan_segments``), read inside the caller's snapshot, if
+    any, from database ``using`` (default: the primary)."""
+    if max_tokens < 1:
+        raise ValueError("a segment must be allowed at least one token")
+    separator = _SEPARATOR.encode()
+    # Per segment, in order: its build under way, or its part while irregular rows wait.
+    segments: list[Future[Segment] | _Part] = []
+    part = _Part()
+    with ThreadPoolExecutor(1, thread_name_prefix="bm25-build") as builder:
+
+        def cut(part: _Part) -> None:
+            segments.append(part if part.irregular else builder.submit(part.build))
+
+        with _batches(_packed_rows(knowledge_base, documents, using)) as batches:
+            for batch in batches:
+                for chunk_id, n_tokens, data, document_id in batch:
+                    n_tokens = n_tokens or 0
+                    if part.tokens and part.tokens + n_tokens > max_tokens:
+                        cut(part)
+                        part = _Part()
+                    part.tokens += n_tokens
+                    tokens = bytes(data).split(separator) if data else []
+                    if len(tokens) == n_tokens:
+                        part.add_tokens(chunk_id, document_id, tokens)
+                    else:
+                        part.irregular.append((chunk_id, document_id))
+        if part.tokens or part.ids or part.irregular:
+            cut(part)
+        late = [s for s in segments if isinstance(s, _Part)]
+        arrays = _arrays(knowledge_base, [c for p in late for c, _ in p.irregular], using)
+        for position, waiting in enumerate(segments):
+            if isinstance(waiting, _Part):
+                for chunk_id, document_id in waiting.irregular:
+                    tokens = [t.encode() for t in arrays.get(chunk_id, [])]
+                    waiting.add_tokens(chunk_id, document_id, tokens)
+                segments[position] = builder.submit(waiting.build)
+        return [future.result() for future in segments]
+
+
+@contextmanager
+def _batches(rows: QuerySet) -> Iterator[Iterator[list[tuple]]]:
+    """Batches of the query's rows, read ahead by a thread of their own from a server-side
+    cursor on the query's connection (which the caller leaves alone until this exits)."""
+    compiler = rows.query.get_compiler(using=rows.db)
+    # Executed here, in the caller's thread and transaction; fetched in the reader's.
+    results = compiler.execute_sql(MULTI, chunked_fetch=True, chunk_size=_FETCH_ROWS)
+    ready: queue.Queue = queue.Queue(maxsize=_QUEUED_BATCHES)
+    stop = threading.Event()
+    done = object()
+
+    def offer(item) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for batch in results:
+                if not offer(batch):
+                    break
+            offer(done)
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            offer(exc)
+        finally:
+            close = getattr(results, "close", None)
+            if close is not None:
+                close()  # closes the server-side cursor, in this thread
+
+    def consume() -> Iterator[list[tuple]]:
+        while (item := ready.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    reader = threading.Thread(target=read, name="bm25-fetch", daemon=True)
+    reader.start()
+    try:
+        yield consume()
+    finally:
+        stop.set()
+        reader.join()
