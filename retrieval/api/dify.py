@@ -27,9 +27,8 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView, set_rollback
 
-from knowledge import access
 from retrieval.api.dify_conditions import UnsupportedCondition, filters_from_condition
-from retrieval.search import RAGService
+from retrieval.api.searching import search_knowledge_base
 from tenancy.api.authentication import ApiKeyAuthentication
 from tenancy.api.errors import translate
 from tenancy.api.fields import FiniteFloatField, storable_json
@@ -217,9 +216,6 @@ class DifyRetrievalView(APIView):
         knowledge_id = data["knowledge_id"].strip()
         if not KNOWLEDGE_ID.fullmatch(knowledge_id):
             raise exceptions.NotFound()
-        kb = access.access_knowledge_base(
-            request.tenant, int(knowledge_id), request.access.knowledge_base_ids
-        )
         try:
             filters = filters_from_condition(data.get("metadata_condition"))
         except UnsupportedCondition as exc:
@@ -227,9 +223,10 @@ class DifyRetrievalView(APIView):
                 400, UNSUPPORTED_CONDITION, f"Unsupported metadata_condition: {exc}"
             ) from None
         setting = data["retrieval_setting"]
-        result = RAGService(request.tenant).search(
+        result = search_knowledge_base(
+            request.access,
             data["query"],
-            kb.pk,
+            int(knowledge_id),
             top_k=min(setting["top_k"], settings.RAG_MAX_TOP_K),
             score_threshold=setting["score_threshold"],
             filters=filters,

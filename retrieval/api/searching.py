@@ -11,8 +11,8 @@ from typing import Any
 from rest_framework.exceptions import NotFound
 from rest_framework.serializers import Serializer
 
-from knowledge import access as knowledge_access
-from retrieval.search import RAGService, SearchResult
+from knowledge.models import KnowledgeBase
+from retrieval.search import KnowledgeBaseNotFound, RAGService, SearchResult
 from tenancy.api.access import Access
 
 
@@ -27,16 +27,29 @@ def run_search(
     ValidationError (400) or NotFound (404), or the model's DoesNotExist (404)."""
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
-    service = RAGService(access.tenant)
     options = serializer.search_options()
     query = serializer.validated_data["query"]
     if knowledge_base_id is not None:
-        kb = knowledge_access.access_knowledge_base(
-            access.tenant, knowledge_base_id, access.knowledge_base_ids
-        )
-        return service.search(query, kb.pk, **options), serializer.validated_data
+        result = search_knowledge_base(access, query, knowledge_base_id, **options)
+        return result, serializer.validated_data
     ids = serializer.validated_data["knowledge_base_ids"]
     for kb_id in ids:
         if not access.allows_knowledge_base(kb_id):
             raise NotFound(f"Knowledge base {kb_id} not found.")
-    return service.search_multiple_knowledge_bases(query, ids, **options), serializer.validated_data
+    result = RAGService(access.tenant).search_multiple_knowledge_bases(query, ids, **options)
+    return result, serializer.validated_data
+
+
+def search_knowledge_base(
+    access: Access, query: str, knowledge_base_id: int, **options: Any
+) -> SearchResult:
+    """One knowledge base searched for a caller. Raises KnowledgeBase.DoesNotExist (404) for
+    one outside the key's restriction or the tenant, or missing. The restriction is checked
+    here and the tenant by the service's one read of the knowledge base: no read of its own
+    (with its document counts, ``knowledge.access`` made the costliest query of a search)."""
+    if not access.allows_knowledge_base(knowledge_base_id):
+        raise KnowledgeBase.DoesNotExist
+    try:
+        return RAGService(access.tenant).search(query, knowledge_base_id, **options)
+    except KnowledgeBaseNotFound:
+        raise KnowledgeBase.DoesNotExist from None

@@ -2,6 +2,8 @@
 the trace (summary, or whole with explain), filters, and validation."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.api.conftest import API, error_of, make_kb
 from tests.factories import add_document
@@ -184,3 +186,14 @@ def test_context_over_several_knowledge_bases(client, tenant, kb):
         format="json",
     ).json()
     assert body["context"].startswith("[1] Valve guide")
+
+
+def test_a_search_reads_its_knowledge_base_row_once_and_counts_no_documents(client, kb):
+    search(client, kb.pk, query="pump")  # the index built, the model loaded
+    with CaptureQueriesContext(connection) as queries:
+        response = search(client, kb.pk, query="mechanical seal")
+    assert response.status_code == 200 and response.json()["results"]
+    # Whole rows (the key's restriction reads ids only, the index its version only).
+    reads = [q["sql"] for q in queries if '"knowledge_knowledgebase"."calibration"' in q["sql"]]
+    assert len(reads) == 1, reads
+    assert not [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()]
