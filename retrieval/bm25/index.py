@@ -278,6 +278,14 @@ class TermIds(dict):
 
 def invert(docs: list[Sequence[str]]) -> Inverted:
     """Postings of `docs` (token lists), sorted by term (in first-seen order) then document."""
+    term_ids, lengths, vocab = to_term_ids(docs)
+    lengths, offsets, post_docs, post_tf = invert_ids(term_ids, lengths)
+    return Inverted(dict(vocab), lengths, offsets, post_docs, post_tf)
+
+
+def to_term_ids(docs: list[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, TermIds]:
+    """`docs` (token lists) as `invert_ids` takes them: every token's term id back to back
+    (int64), each document's length, and the vocabulary (ids in first-seen order)."""
     lengths = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
     vocab = TermIds()
     term_ids = np.fromiter(
@@ -285,8 +293,7 @@ def invert(docs: list[Sequence[str]]) -> Inverted:
         dtype=np.int64,
         count=int(lengths.sum()),
     )
-    lengths, offsets, post_docs, post_tf = invert_ids(term_ids, lengths)
-    return Inverted(dict(vocab), lengths, offsets, post_docs, post_tf)
+    return term_ids, lengths, vocab
 
 
 def invert_ids(

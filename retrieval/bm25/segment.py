@@ -21,17 +21,16 @@ import struct
 import sys
 from collections.abc import Iterable, Sequence
 from functools import cached_property
-from itertools import chain
 
 import numpy as np
 
 from retrieval.bm25.index import (
-    TermIds,
     _from_byte_planes,
     _to_byte_planes,
     invert_ids,
     narrow_tf,
     payload_body,
+    to_term_ids,
 )
 
 SEGMENT_FORMAT_VERSION = 1
@@ -80,13 +79,7 @@ class Segment:
         `groups[i]`, when given). Documents are stored in ascending id order whatever order
         they come in."""
         docs = corpus if isinstance(corpus, list) else list(corpus)
-        lengths = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
-        vocab = TermIds()
-        term_ids = np.fromiter(
-            map(vocab.__getitem__, chain.from_iterable(docs)),
-            dtype=np.int64,
-            count=int(lengths.sum()),
-        )
+        term_ids, lengths, vocab = to_term_ids(docs)
         return cls.from_term_ids(doc_ids, term_ids, lengths, list(vocab), groups)
 
     @classmethod
