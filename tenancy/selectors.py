@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hmac
 
-from django.db.models import QuerySet
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db.models import Q, QuerySet
 
 from tenancy.models import ApiKey, Membership, Tenant
 from tenancy.services import hash_key, split_key
@@ -30,16 +31,30 @@ def find_api_key(raw_key: str) -> ApiKey | None:
     prefix = split_key(raw_key)
     if prefix is None:
         return None
-    key = ApiKey.objects.select_related("tenant").filter(prefix=prefix).first()
+    # Its knowledge-base restriction comes in the same query (one round trip less for every
+    # request authenticated by a key; read by allowed_knowledge_base_ids).
+    key = (
+        ApiKey.objects.select_related("tenant")
+        .filter(prefix=prefix)
+        .annotate(
+            restricted_to=ArrayAgg(
+                "knowledge_bases__pk", filter=Q(knowledge_bases__isnull=False), default=[]
+            )
+        )
+        .first()
+    )
     if key is None or not hmac.compare_digest(key.secret_hash, hash_key(raw_key)):
         return None
     return key
 
 
 def allowed_knowledge_base_ids(api_key: ApiKey) -> frozenset[int] | None:
-    """The knowledge bases a key is restricted to, or None when it may use all of them."""
-    ids = frozenset(api_key.knowledge_bases.values_list("pk", flat=True))
-    return ids or None
+    """The knowledge bases a key is restricted to, or None when it may use all of them (read
+    with the key by ``find_api_key``, else asked for)."""
+    ids = getattr(api_key, "restricted_to", None)
+    if ids is None:
+        ids = api_key.knowledge_bases.values_list("pk", flat=True)
+    return frozenset(ids) or None
 
 
 def memberships(user) -> QuerySet[Membership]:

@@ -188,7 +188,7 @@ def test_context_over_several_knowledge_bases(client, tenant, kb):
     assert body["context"].startswith("[1] Valve guide")
 
 
-def test_a_search_reads_its_knowledge_base_row_once_and_counts_no_documents(client, kb):
+def test_a_search_reads_its_key_and_knowledge_base_once_and_counts_no_documents(client, kb):
     search(client, kb.pk, query="pump")  # the index built, the model loaded
     with CaptureQueriesContext(connection) as queries:
         response = search(client, kb.pk, query="mechanical seal")
@@ -197,3 +197,6 @@ def test_a_search_reads_its_knowledge_base_row_once_and_counts_no_documents(clie
     reads = [q["sql"] for q in queries if '"knowledge_knowledgebase"."calibration"' in q["sql"]]
     assert len(reads) == 1, reads
     assert not [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()]
+    # The key's knowledge-base restriction is read with the key, in one query.
+    keys = [q["sql"] for q in queries if '"knowledge_apikey"' in q["sql"]]
+    assert len(keys) == 1 and "knowledge_apikey_knowledge_bases" in keys[0], keys
