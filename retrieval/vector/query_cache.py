@@ -10,6 +10,8 @@ import numpy as np
 import redis
 from django.conf import settings
 
+from rag_project.redis_clients import shared_client
+
 QUERY_CACHE_TTL_S = 24 * 3600
 
 
@@ -18,20 +20,8 @@ def _query_key(provider: str, model: str, dimensions: int | None, query: str) ->
     return f"rag:qemb:{provider}:{model}:{dimensions or 0}:{digest}"
 
 
-_clients: dict[str, redis.Redis] = {}
-
-
 def _redis() -> redis.Redis:
-    """One client (and connection pool) per URL for the life of the process: a new client per
-    search paid a connection set-up on every query. redis-py pools are thread-safe and start
-    afresh in a forked child."""
-    url = settings.REDIS_URL
-    client = _clients.get(url)
-    if client is None:
-        client = _clients.setdefault(
-            url, redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
-        )
-    return client
+    return shared_client(settings.REDIS_URL)
 
 
 def cached_query_embedding(embedder, query: str) -> tuple[list[float], bool]:
