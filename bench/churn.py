@@ -1,12 +1,21 @@
 """``bench churn --chunks N --docs-per-s R --seconds S``: search while the knowledge base changes.
 
-A throwaway tenant gets a knowledge base of N synthetic chunks (``hash`` embeddings, fixed
-weights, see ``bench.corpus``) and its HNSW index, as a deployed one has. A real Celery worker
-(``--workers``) processes uploads and the index work each change queues. Clients search as a
-deployment's do (``--serve gunicorn``, the default): over HTTP, the REST search endpoint with a
-read key, served by gunicorn with ``--web-workers`` sync workers (production settings, the
-warm-up on); ``--serve threads`` runs them as threads calling ``RAGService`` in this process
-instead (one interpreter: its lock, not the index, then sets the pace). Then:
+A throwaway tenant gets a knowledge base of N synthetic chunks (fixed weights, see
+``bench.corpus``) and its HNSW index, as a deployed one has. Vectors (``--vectors``), as in
+``bench search``: ``realistic`` (the default) draws them like the local model's embeddings of
+real text (``bench.realistic``), the knowledge base records that model, and each query's vector
+is drawn near the chunk its words come from and put in the query-embedding cache (Redis, which
+every web process reads) under its text; the documents uploaded during the run are embedded by
+the worker with the model itself. ``hash`` stores the ``hash`` provider's embeddings, which
+have no neighbourhood structure: from ``VECTOR_IVF_MIN_ROWS`` chunks the IVF then has to probe
+about a fifth of its lists (227 of 1,095 at 300k) where real embeddings need 3%.
+
+A real Celery worker (``--workers``) processes uploads and the index work each change
+queues. Clients search as a deployment's do (``--serve gunicorn``, the default): over HTTP,
+the REST search endpoint with a read key, served by gunicorn with ``--web-workers`` sync
+workers (production settings, the warm-up on); ``--serve threads`` runs them as threads
+calling ``RAGService`` in this process instead (one interpreter: its lock, not the index, then
+sets the pace). Then:
 
 - a quiet phase (``--quiet-seconds``): the clients search the unchanging knowledge base, the
   peer of the churn figures on the same machine in the same run (``quiet_search_*``);
@@ -52,9 +61,15 @@ from bench import corpus
 from bench.hostmem import gunicorn_workers
 from bench.ingest import _workers
 from bench.load import gunicorn_process
-from bench.search import percentiles, vector_index_around_fill
+from bench.search import (
+    VECTORS,
+    embedding_config,
+    percentiles,
+    realistic_model,
+    remember_query_vectors,
+    vector_index_around_fill,
+)
 from bench.throwaway import throwaway_tenants
-from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Document
 from knowledge.services.documents import create_document, delete_document
 from knowledge.services.knowledge_bases import create_knowledge_base
@@ -83,6 +98,13 @@ def add_churn_arguments(parser) -> None:
     parser.add_argument(
         "--quiet-seconds", type=float, default=20.0, help="searches before the churn starts"
     )
+    parser.add_argument(
+        "--vectors",
+        choices=VECTORS,
+        default="realistic",
+        help="realistic: drawn like the local model's embeddings of real text; hash: the hash "
+        "provider's",
+    )
     parser.add_argument("--seed", type=int, default=7)
 
 
@@ -95,20 +117,25 @@ def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
         )
     if options["web_workers"] < 1 or options["quiet_seconds"] < 0:
         raise CommandError("--web-workers must be positive and --quiet-seconds at least 0")
+    model = realistic_model(options["vectors"])
     with vector_index_around_fill() as build_index, throwaway_tenants("churn") as (tenant,):
         kb = create_knowledge_base(
             tenant=tenant,
             name="churn bench",
-            embedding=EmbeddingConfig(provider="hash", dimensions=corpus.DIMENSIONS),
+            embedding=embedding_config(model),
             weight_mode="fixed",
         )
         started = time.perf_counter()
         vocab = corpus.Vocabulary.build()
         target = corpus.Target(kb, n)
         corpus.create_documents(target)
-        samples = corpus.fill([target], vocab, seed=options["seed"])[kb.pk]
+        samples = corpus.fill(
+            [target], vocab, seed=options["seed"], vectors=model.chunks if model else None
+        )[kb.pk]
         build_index()
-        queries = _queries(vocab, samples, options["seed"])
+        queries, sources = _queries(vocab, samples, options["seed"])
+        if model is not None:
+            remember_query_vectors(kb, target, model, queries, sources, options["seed"])
         with _searchers(tenant, kb, options) as (searcher, web_pids):
             get_store().warm(kb)  # stored (L2/L3, signed with the run's key) as after ingestion
             setup_s = time.perf_counter() - started
@@ -124,6 +151,7 @@ def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
             "seconds": seconds,
             "clients": options["clients"],
             "serve": options["serve"],
+            "vectors": options["vectors"],
             "web_workers": options["web_workers"] if options["serve"] == "gunicorn" else 0,
             "setup_s": round(setup_s, 1),
             "first_search_ms": round(cold_ms, 1),
@@ -197,14 +225,18 @@ def _environ(**values: str):
                 os.environ[name] = value
 
 
-def _queries(vocab: corpus.Vocabulary, samples: list[list[int]], seed: int) -> list[str]:
+def _queries(
+    vocab: corpus.Vocabulary, samples: list[list[int]], seed: int
+) -> tuple[list[str], list[int]]:
+    """500 queries of 3 distinct words of a random sampled chunk, and that chunk's index."""
     rng = np.random.default_rng([seed, 5])
-    queries = []
+    queries, sources = [], []
     for i in rng.integers(0, len(samples), size=500).tolist():
         words = list(dict.fromkeys(samples[i]))
         picks = rng.choice(len(words), size=min(3, len(words)), replace=False).tolist()
         queries.append(" ".join(vocab.words[words[p]] for p in picks))
-    return queries
+        sources.append(i)
+    return queries, sources
 
 
 class _Run:
@@ -410,7 +442,8 @@ def host_vector_bytes(in_process: bool) -> int:
 def churn_table(r: dict[str, Any]) -> str:
     return "\n".join(
         [
-            f"{r['chunks']:,} chunks, {r['docs_per_s']} documents/s in and out for "
+            f"{r['chunks']:,} chunks ({r['vectors']} vectors), {r['docs_per_s']} documents/s "
+            "in and out for "
             f"{r['seconds']:g} s, {r['clients']} clients searching (hybrid) through "
             f"{r['serve']}" + (f" ({r['web_workers']} workers)" if r["web_workers"] else ""),
             f"before the churn, {r['quiet_searches']:,} searches: p50 "

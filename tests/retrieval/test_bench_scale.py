@@ -163,13 +163,14 @@ def test_bench_growth_tabulates_each_size_and_plots(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("serve", ["gunicorn", "threads"])
-def test_bench_churn_searches_while_documents_come_and_go(serve):
+@pytest.mark.parametrize(("serve", "vectors"), [("gunicorn", None), ("threads", "hash")])
+def test_bench_churn_searches_while_documents_come_and_go(serve, vectors):
     before = counts()
     result = bench(
         "churn", "--chunks", "2000", "--docs-per-s", "2", "--seconds", "4", "--clients", "2",
-        "--serve", serve, "--quiet-seconds", "1",
+        "--serve", serve, "--quiet-seconds", "1", *(["--vectors", vectors] if vectors else []),
     )  # fmt: skip
+    assert result["vectors"] == (vectors or "realistic")  # realistic by default
     assert result["serve"] == serve and result["errors"] == 0 and result["searches"] > 0
     assert 0 < result["search_p50_ms"] <= result["search_p99_ms"]
     assert result["quiet_searches"] > 0  # the peer: the same clients before the churn
