@@ -426,6 +426,7 @@ def _matrix_load(kb: KnowledgeBase) -> dict[str, Any]:
             "ivf_probes": index.probes,
             "ivf_build_s": round(index.build_s, 2),
             "ivf_calibrated_recall": round(index.recall, 4),
+            "ivf_scan_share": round(index.scan_share, 4),
         }
     return result
 
@@ -680,7 +681,8 @@ def _ivf_lines(r: dict[str, Any]) -> list[str]:
     if "ivf_lists" in r:
         lines.append(
             f"IVF: {r['ivf_lists']} lists, {r['ivf_probes']} probed (calibrated recall@10 "
-            f"{r['ivf_calibrated_recall']:.3f}), built in {r['ivf_build_s']:.1f} s"
+            f"{r['ivf_calibrated_recall']:.3f}, {100 * r['ivf_scan_share']:.1f}% of the rows), "
+            f"built in {r['ivf_build_s']:.1f} s"
         )
     if "matrix_exact_scan_p50_ms" in r:
         lines.append(

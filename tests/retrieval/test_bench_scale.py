@@ -102,6 +102,7 @@ def test_bench_search_on_realistic_vectors_reports_hnsw_recall_and_realism():
 
 def test_bench_search_without_hnsw_measures_the_ivf_against_the_in_memory_exact_scan(settings):
     settings.VECTOR_IVF_MIN_ROWS = 300  # the searched knowledge base's 500 chunks get an IVF
+    settings.VECTOR_IVF_MAX_SCAN_SHARE = 1.0  # kept, whatever share of hash vectors it scans
     before, indexes = counts(), hnsw_indexes()
     result = bench(
         "search", "--chunks", "500", "--queries", "10", "--recall-queries", "10",
@@ -109,6 +110,7 @@ def test_bench_search_without_hnsw_measures_the_ivf_against_the_in_memory_exact_
     )  # fmt: skip
     assert result["vector_index"] == "ivf" and result["ivf_lists"] == 45
     assert 1 <= result["ivf_probes"] <= 45 and result["ivf_calibrated_recall"] >= 0.97
+    assert 0 < result["ivf_scan_share"] <= 1
     assert result["ivf_build_s"] >= 0 and result["vector_matrix_bytes"] > 500 * (384 * 4 + 16)
     assert result["vector_recall_truth"] == "matrix" and 0.5 <= result["vector_recall_at_10"] <= 1
     assert 0 < result["matrix_rows_scanned_mean"] < 500  # the probed lists only

@@ -2,6 +2,7 @@
 from VECTOR_IVF_MIN_ROWS rows (lowered here), searched list by list, against the exact scan."""
 
 import json
+import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -67,6 +68,9 @@ def fill(kb: KnowledgeBase, name: str, rng: np.random.Generator, chunks: int) ->
 def ivf_settings(settings):
     settings.VECTOR_IVF_MIN_ROWS = 1000
     settings.VECTOR_IVF_TARGET_RECALL = 0.97
+    # At 2,400 rows in 98 lists the calibrated probes scan ~half of them: these tests are
+    # about the IVF's workings, kept whatever it scans (the share rule is tested on its own).
+    settings.VECTOR_IVF_MAX_SCAN_SHARE = 1.0
     return settings
 
 
@@ -217,6 +221,40 @@ def test_a_base_written_without_an_ivf_is_still_searched_exactly(kb, ivf_setting
     hits, how = mapped.matrix.search_traced(query, 10)
     assert how == {"index": "exact"}
     same(hits, exact_of(written).search(query, 10))
+
+
+def test_an_ivf_that_would_scan_most_rows_is_not_kept(kb, ivf_settings):
+    # The share its probes scan, as calibrated on the rows (2,400 rows, 98 lists: ~half).
+    kept = MatrixCache(10**8).get(kb).matrix
+    share = kept.parts[0].ivf.scan_share
+    assert 0 < share < 1
+    ivf_settings.VECTOR_IVF_MAX_SCAN_SHARE = share * 0.9
+    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
+    shutil.rmtree(folder)  # the base is written again, under the lower ceiling
+    written = MatrixCache(10**8).get(kb).matrix
+    assert written.parts[0].ivf is None and written.parts[0].order is None
+    header = json.loads((folder / f"{written.base_name}.json").read_text())
+    assert "ivf" not in header
+    assert header["ivf_not_kept"]["scan_share"] == round(share, 4)
+    query = queries(1, 28)[0]
+    hits, how = written.search_traced(query, 10)
+    assert how == {"index": "exact"}
+    same(hits, exact_of(kept).search(query, 10))
+
+
+def test_calibration_reports_the_share_its_probes_scan():
+    # Unstructured vectors need most lists for the target; clustered ones far fewer.
+    draw = rng(5)
+    noise = draw.standard_normal((3000, 64))
+    unstructured = (noise / np.linalg.norm(noise, axis=1, keepdims=True)).astype(np.float32)
+    centres = rng(6).standard_normal((60, 64))
+    topics = centres[draw.integers(0, 60, 3000)] + 0.05 * draw.standard_normal((3000, 64))
+    clustered_rows = (topics / np.linalg.norm(topics, axis=1, keepdims=True)).astype(np.float32)
+    loose = ivf.build(unstructured, 0.97).ivf
+    tight = ivf.build(clustered_rows, 0.97).ivf
+    assert loose.scan_share > 0.5 > 0.2 > tight.scan_share
+    for built in (loose, tight):  # the share is that of the probed lists' rows
+        assert built.probes / built.lists / 4 < built.scan_share <= 1
 
 
 def _truncate(path):
