@@ -338,12 +338,6 @@ VECTOR_IVF_MIN_ROWS = env.int("VECTOR_IVF_MIN_ROWS", default=300_000)
 # 0.962 at 1M to the benchmark's queries, too near 0.95; 0.98 gave 0.966 at 300k for ~1 ms more
 # (29 -> 37 of 1,095 lists; docs/performance.md). On real embeddings it errs towards recall.
 VECTOR_IVF_TARGET_RECALL = env.float("VECTOR_IVF_TARGET_RECALL", default=0.98)
-# An IVF is kept only if the probes its calibration chose scan at most this share of the rows
-# (mean over the calibration queries); past it the base is written without one and scanned
-# exactly. Vectors without neighbourhood structure need most lists: 300k ``hash`` embeddings
-# needed 227 of 1,095 lists, 61% of the rows, 17.4 ms against the exact scan's 19.0 ms at
-# recall@10 0.98 instead of 1; real embeddings' 300k needed ~3%.
-VECTOR_IVF_MAX_SCAN_SHARE = env.float("VECTOR_IVF_MAX_SCAN_SHARE", default=0.5)
 # BLAS threads for one such scan: two nearly halve a large scan. With OPENBLAS_THREAD_TIMEOUT
 # set short (rag_project/__init__.py) two cost a loaded server little (docs/performance.md);
 # set 1 where worker processes fill every core.

@@ -210,30 +210,8 @@ def write(
             "processed": {str(k): v for k, v in processed.items()},
         }
         permutation = None
-        built = None
         if 0 < settings.VECTOR_IVF_MIN_ROWS <= len(ids):
             built = build_ivf(vectors, settings.VECTOR_IVF_TARGET_RECALL)
-            if built.ivf.scan_share > settings.VECTOR_IVF_MAX_SCAN_SHARE:
-                # Vectors without neighbourhood structure (``hash`` embeddings): the probes the
-                # target needs scan most rows anyway, so the exact scan costs about the same
-                # and misses nothing. The base is written in id order, without the IVF.
-                header["ivf_not_kept"] = {
-                    "probes": built.ivf.probes,
-                    "lists": built.ivf.lists,
-                    "scan_share": round(built.ivf.scan_share, 4),
-                }
-                logger.info(
-                    "vector base %s: no IVF; %d of %d lists probed for recall@10 %.3f would scan "
-                    "%.0f%% of the rows (VECTOR_IVF_MAX_SCAN_SHARE %.2f): exact scan",
-                    stem.name,
-                    built.ivf.probes,
-                    built.ivf.lists,
-                    settings.VECTOR_IVF_TARGET_RECALL,
-                    100 * built.ivf.scan_share,
-                    settings.VECTOR_IVF_MAX_SCAN_SHARE,
-                )
-                built = None
-        if built is not None:
             permutation = built.permutation
             stored_ids = np.asarray(ids)[permutation]
             _write_atomically(Path(f"{stem}.order.npy"), np.argsort(stored_ids, kind="stable"))
@@ -249,12 +227,13 @@ def write(
             }
             logger.info(
                 "vector base %s: IVF of %d lists, %d probed for recall@10 %.3f (target %.3f) "
-                "on its own rows, built in %.1f s",
+                "on its own rows, scanning %.1f%% of them, built in %.1f s",
                 stem.name,
                 built.ivf.lists,
                 built.ivf.probes,
                 built.ivf.recall,
                 settings.VECTOR_IVF_TARGET_RECALL,
+                100 * built.ivf.scan_share,
                 built.ivf.build_s,
             )
         for suffix, array in (("ids", ids), ("docs", documents), ("vec", vectors)):

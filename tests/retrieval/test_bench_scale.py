@@ -102,7 +102,6 @@ def test_bench_search_on_realistic_vectors_reports_hnsw_recall_and_realism():
 
 def test_bench_search_without_hnsw_measures_the_ivf_against_the_in_memory_exact_scan(settings):
     settings.VECTOR_IVF_MIN_ROWS = 300  # the searched knowledge base's 500 chunks get an IVF
-    settings.VECTOR_IVF_MAX_SCAN_SHARE = 1.0  # kept, whatever share of hash vectors it scans
     before, indexes = counts(), hnsw_indexes()
     result = bench(
         "search", "--chunks", "500", "--queries", "10", "--recall-queries", "10",
