@@ -25,12 +25,11 @@ which also measures the share of the rows those probes scan (``scan_share``: ~3%
 benchmark's realistic vectors at 300k).
 
 Vectors without neighbourhood structure need most lists: 300k ``hash`` embeddings needed 227
-of 1,095 lists, 61% of the rows. The IVF is still kept for them. Alone on an idle machine it
-was barely faster than the exact scan (17.4 against 19.0 ms), but served by two web workers
-under load it was far faster (``bench churn --vectors hash`` at 300k: quiet p50 77 ms with it,
-285 ms with the exact scan): the lists it probes most are the largest, so their rows stay in
-the CPU's cache across searches, where the exact scan reads all 460 MB of the matrix from
-memory for every one.
+of 1,095 lists, 61% of the rows. The IVF is still kept for them: its wall time alone on an
+idle machine looked like the exact scan's (17.4 against 19.0 ms), but the exact scan's was on
+two BLAS threads, ~39 ms of CPU against the IVF's ~17 on one (its slices are too small to
+split). Where every core is busy that CPU is the cost: served by two web workers, ``bench
+churn --vectors hash`` at 300k had a quiet p50 of 77 ms with the IVF and 285 ms without.
 """
 
 from __future__ import annotations
