@@ -59,13 +59,13 @@ class _SettingsRateThrottle(BaseThrottle):
         # Read at request time (DRF binds the rates at import), so a changed setting applies.
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
 
-    def get_ident(self, request) -> str | None:
+    def counted_as(self, request) -> str | None:
         """Who is counted (None: the request is not limited by this throttle)."""
         raise NotImplementedError
 
     def allow_request(self, request, view) -> bool:
         rate = self.get_rate()
-        ident = self.get_ident(request)
+        ident = self.counted_as(request)
         if rate is None or ident is None:
             return True
         limit, duration = parse_rate(rate)
@@ -116,7 +116,7 @@ class ApiKeyRateThrottle(_SettingsRateThrottle):
 
     scope = "api_key"
 
-    def get_ident(self, request) -> str | None:
+    def counted_as(self, request) -> str | None:
         return str(request.auth.pk) if isinstance(request.auth, ApiKey) else None
 
 
@@ -125,7 +125,7 @@ class SessionUserRateThrottle(_SettingsRateThrottle):
 
     scope = "user"
 
-    def get_ident(self, request) -> str | None:
+    def counted_as(self, request) -> str | None:
         if isinstance(request.auth, ApiKey) or not request.user.is_authenticated:
             return None
         return str(request.user.pk)
