@@ -18,7 +18,9 @@ calling ``RAGService`` in this process instead (one interpreter: its lock, not t
 sets the pace). Then:
 
 - a quiet phase (``--quiet-seconds``): the clients search the unchanging knowledge base, the
-  peer of the churn figures on the same machine in the same run (``quiet_search_*``);
+  peer of the churn figures on the same machine in the same run (``quiet_search_*``); it
+  starts once the Celery worker is done warming up (``worker_warm_s``), as in a deployment
+  at steady state;
 - for S seconds, the same 8 clients (``--clients``) search (hybrid, queries drawn from the
   corpus, each as fast as answers come) while every 1/R seconds one new document (with a
   unique marker word) is uploaded through the upload service and one of the original
@@ -31,8 +33,10 @@ Printed: search p50/p99 over the churn (and per 10 s window on stderr, so a clif
 errors (searches that failed), visibility p50/max, BM25 merges in the run, the largest RSS of
 a web process (``process_rss_bytes``; each one's in ``web_rss_bytes``) and the bytes of vector
 matrices held on the host (``host_vector_bytes``: the host files every web process maps, plus
-with ``--serve threads`` what this process holds privately). The tenant and its rows are
-removed at the end (``bench.throwaway``).
+with ``--serve threads`` what this process holds privately), and where the CPU went in each
+phase (``bench.cpu``): ``cpu_cores`` of the web processes, the worker, PostgreSQL, Redis and
+the clients (this process, with ``--serve gunicorn``), and ``web_cpu_ms_per_search``. The
+tenant and its rows are removed at the end (``bench.throwaway``).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from bench import corpus
+from bench.cpu import CpuClock, postgres_server_pid, wait_until_idle
 from bench.hostmem import gunicorn_workers
 from bench.ingest import _workers
 from bench.load import gunicorn_process
@@ -73,6 +78,7 @@ from bench.throwaway import throwaway_tenants
 from knowledge.models import Document
 from knowledge.services.documents import create_document, delete_document
 from knowledge.services.knowledge_bases import create_knowledge_base
+from rag_project.redis_clients import shared_client
 from retrieval.bm25store import get_store
 from retrieval.search import RAGService
 from tenancy.models import ApiKey
@@ -142,9 +148,19 @@ def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
             first = time.perf_counter()
             searcher()(queries[0], "hybrid", 5)  # the cold load, not measured below
             cold_ms = (time.perf_counter() - first) * 1000
-            with _workers(options["workers"]):
-                run = _Run(searcher, kb, queries, options, web_pids)
-                result = run.go()
+            with _workers(options["workers"]) as workers:
+                cpu = CpuClock.of_processes(
+                    web=web_pids,
+                    worker=[worker.pid for worker in workers],
+                    database=postgres_server_pid(connection),
+                    clients=os.getpid() if options["serve"] == "gunicorn" else None,
+                    redis_client=shared_client(settings.REDIS_URL),
+                )
+                # The quiet phase is the peer of a steady deployment: not the worker's warm-up
+                # (loading the model and indexes took ~0.6 cores for seconds).
+                worker_warm_s = wait_until_idle(cpu.parts["worker"])
+                run = _Run(searcher, kb, queries, options, web_pids, cpu)
+                result = run.go() | {"worker_warm_s": worker_warm_s}
         result |= {
             "chunks": n,
             "docs_per_s": rate,
@@ -240,9 +256,11 @@ def _queries(
 
 
 class _Run:
-    def __init__(self, searcher, kb, queries: list[str], options: dict[str, Any], web_pids):
+    def __init__(
+        self, searcher, kb, queries: list[str], options: dict[str, Any], web_pids, cpu: CpuClock
+    ):
         self.searcher, self.kb, self.queries, self.options = searcher, kb, queries, options
-        self.web_pids = web_pids
+        self.web_pids, self.cpu = web_pids, cpu
         self.churning = threading.Event()
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -266,14 +284,17 @@ class _Run:
             for i in range(self.options["clients"])
         ]
         probe = threading.Thread(target=self._probe, daemon=True)
-        self.started = time.perf_counter()
+        marks = [(time.perf_counter(), self.cpu.read())]
+        self.started = marks[0][0]
         for thread in threads:
             thread.start()
         self.stop.wait(self.options["quiet_seconds"])  # the quiet phase: searches only
-        self.started = time.perf_counter()
+        marks.append((time.perf_counter(), self.cpu.read()))
+        self.started = marks[1][0]
         self.churning.set()
         probe.start()
         uploaded = self._churn(old_documents)
+        marks.append((time.perf_counter(), self.cpu.read()))
         self.stop.set()
         for thread in [*threads, probe]:
             thread.join()
@@ -285,7 +306,9 @@ class _Run:
             time.sleep(PROBE_POLL_S)
         self.not_visible = list(self.pending)
         close_old_connections()
-        return self._result(uploaded, _merges(self.kb) - merges_before)
+        with self.lock:  # the clients are done; a count for each phase's CPU per search
+            counts = {"quiet": len(self.quiet), "churn": len(self.latencies)}
+        return self._result(uploaded, _merges(self.kb) - merges_before) | _cpu(marks, counts)
 
     # ------------------------------------------------------------------ threads
 
@@ -412,6 +435,21 @@ class _Run:
         }
 
 
+def _cpu(marks: list[tuple[float, dict]], counts: dict[str, int]) -> dict[str, Any]:
+    """The cores each part used in the quiet and churn phases (``bench.cpu``), and the web
+    processes' CPU per search in each (with ``--serve threads`` the clients are in it too)."""
+    cores, per_search = {}, {}
+    for phase, (start, before), (end, after) in zip(
+        ("quiet", "churn"), marks[:-1], marks[1:], strict=True
+    ):
+        cores[phase] = CpuClock.cores(before, after, end - start)
+        web = cores[phase].get("web")
+        searches = counts[phase]
+        known = web is not None and searches > 0
+        per_search[phase] = round(web * (end - start) * 1000 / searches, 2) if known else None
+    return {"cpu_cores": cores, "web_cpu_ms_per_search": per_search}
+
+
 def _merges(kb) -> int:
     """BM25 merges of the knowledge base's index so far (since its last full build)."""
     from retrieval.models import BM25Manifest
@@ -454,5 +492,15 @@ def churn_table(r: dict[str, Any]) -> str:
             f"max {r['visible_max_s']} s ({r['not_visible']} never seen)",
             f"BM25 merges {r['merges']}; RSS {r['process_rss_bytes'] / 2**20:.0f} MiB; vectors "
             f"{r['host_vector_bytes'] / 2**20:.0f} MiB",
+            *(
+                f"CPU {phase} (cores): "
+                + ", ".join(
+                    f"{part} {cores:.2f}"
+                    for part, cores in r["cpu_cores"][phase].items()
+                    if cores is not None
+                )
+                + f"; web {r['web_cpu_ms_per_search'][phase]} ms a search"
+                for phase in ("quiet", "churn")
+            ),
         ]
     )

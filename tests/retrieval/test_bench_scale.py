@@ -184,6 +184,17 @@ def test_bench_churn_searches_while_documents_come_and_go(serve, vectors):
     workers = 2 if serve == "gunicorn" else 1  # the web processes whose memory is reported
     assert len(result["web_rss_bytes"]) == workers and result["process_rss_bytes"] > 0
     assert result["host_vector_bytes"] > 0
+    # Where the CPU went, per phase: the web processes served the searches, PostgreSQL and
+    # Redis answered them; the worker processed the uploads; over HTTP the clients are apart.
+    parts = {"web", "worker", "database", "redis"} | ({"clients"} if serve == "gunicorn" else set())
+    for phase in ("quiet", "churn"):
+        cores = result["cpu_cores"][phase]
+        assert set(cores) == parts
+        assert cores["web"] > 0 and cores["database"] > 0 and cores["redis"] >= 0
+        assert result["web_cpu_ms_per_search"][phase] > 0
+    # The worker's warm-up is over before the quiet phase: it works in the churn only.
+    assert result["worker_warm_s"] >= 0
+    assert result["cpu_cores"]["quiet"]["worker"] < result["cpu_cores"]["churn"]["worker"]
     assert counts() == before  # the throwaway tenant is gone with its chunks
 
 
