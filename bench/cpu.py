@@ -65,7 +65,11 @@ def postgres_server_pid(connection) -> int | None:
         cursor.execute("SELECT pg_backend_pid()")
         backend = cursor.fetchone()[0]
     fields = _stat(backend)
-    return int(fields[1]) if fields is not None else None
+    try:  # a local process of that number could be anything when the server is remote
+        ours = Path(f"/proc/{backend}/comm").read_text().startswith("postgres")
+    except OSError:
+        ours = False
+    return int(fields[1]) if fields is not None and ours else None
 
 
 def redis_seconds(client) -> float | None:
