@@ -2,12 +2,12 @@
 shares the count. Rates are ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]`` (``api_key`` and
 ``user``, from ``API_THROTTLE_RATE`` and ``API_USER_THROTTLE_RATE``), as ``"N/period"``.
 
-Why not DRF's ``SimpleRateThrottle``: it keeps each client's request times as one list in the
-cache, read, trimmed, appended to and written back whole on every request. Two processes
-doing that at once both write their own copy, so one request is lost from the count and a
-client spread over several workers gets past its limit. The list also holds one entry per
-request in the window, so at a generous rate (the benchmarks run at 1,000,000/min) each request
-unpickled and pickled thousands of floats.
+The rates, scopes and cache keys are DRF's ``SimpleRateThrottle``'s; its counting is not.
+That keeps each client's request times as one list in the cache, read, trimmed, appended to
+and written back whole on every request. Two processes doing that at once both write their own
+copy, so one request is lost from the count and a client spread over several workers gets past
+its limit. The list also holds one entry per request in the window, so at a generous rate (the
+benchmarks run at 1,000,000/min) each request unpickled and pickled thousands of floats.
 
 Here each client's requests in the last period are a Redis sorted set of their times, trimmed,
 added to and counted in one MULTI/EXEC: atomic across processes, one round trip per request,
@@ -27,54 +27,46 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 from rest_framework.settings import api_settings
-from rest_framework.throttling import BaseThrottle
+from rest_framework.throttling import SimpleRateThrottle
 
 from rag_project.redis_clients import shared_client
 from tenancy.models import ApiKey
 
 logger = logging.getLogger(__name__)
 _redis_down = False
-KEY_PREFIX = "rag:throttle"
-PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+KEY_PREFIX = "rag:"  # before DRF's cache key (``throttle_<scope>_<ident>``)
 
 
-def parse_rate(rate: str) -> tuple[int, int]:
-    """``"600/min"`` -> (600, 60): DRF's notation, the period read from its first letter."""
-    count, _, period = rate.partition("/")
-    try:
-        return int(count), PERIODS[period.strip()[:1]]
-    except (KeyError, ValueError):
-        raise ValueError(
-            f"invalid throttle rate {rate!r}: expected 'N/s', 'N/min', 'N/hour' or 'N/day'"
-        ) from None
-
-
-class _SettingsRateThrottle(BaseThrottle):
-    scope = ""
+class _SettingsRateThrottle(SimpleRateThrottle):
+    """DRF's rate notation, scopes and cache keys; the counting (``allow_request``, ``wait``)
+    is this module's."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.retry_after: float | None = None
 
     def get_rate(self) -> str | None:
         # Read at request time (DRF binds the rates at import), so a changed setting applies.
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
 
-    def counted_as(self, request) -> str | None:
-        """Who is counted (None: the request is not limited by this throttle)."""
-        raise NotImplementedError
+    def parse_rate(self, rate):
+        try:
+            return super().parse_rate(rate)
+        except (KeyError, ValueError, IndexError):
+            raise ValueError(
+                f"invalid throttle rate {rate!r}: expected 'N/s', 'N/min', 'N/hour' or 'N/day'"
+            ) from None
 
     def allow_request(self, request, view) -> bool:
-        rate = self.get_rate()
-        ident = self.counted_as(request)
-        if rate is None or ident is None:
+        key = self.get_cache_key(request, view) if self.rate is not None else None
+        if key is None:
             return True
-        limit, duration = parse_rate(rate)
         # With Redis down, searches keep answering from PostgreSQL; so must the rate limiter:
         # it lets the request through rather than failing it with a 500, and says so once per
         # outage, not once per request.
         global _redis_down
         try:
-            allowed = self._count(f"{KEY_PREFIX}:{self.scope}:{ident}", limit, duration)
+            allowed = self._count(KEY_PREFIX + key, self.num_requests, self.duration)
         except redis.RedisError as exc:
             if not _redis_down:
                 logger.warning("rate limits not applied while Redis is unavailable (%s)", exc)
@@ -116,8 +108,10 @@ class ApiKeyRateThrottle(_SettingsRateThrottle):
 
     scope = "api_key"
 
-    def counted_as(self, request) -> str | None:
-        return str(request.auth.pk) if isinstance(request.auth, ApiKey) else None
+    def get_cache_key(self, request, view) -> str | None:
+        if not isinstance(request.auth, ApiKey):
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}
 
 
 class SessionUserRateThrottle(_SettingsRateThrottle):
@@ -125,10 +119,10 @@ class SessionUserRateThrottle(_SettingsRateThrottle):
 
     scope = "user"
 
-    def counted_as(self, request) -> str | None:
+    def get_cache_key(self, request, view) -> str | None:
         if isinstance(request.auth, ApiKey) or not request.user.is_authenticated:
             return None
-        return str(request.user.pk)
+        return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,7 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 
-from tenancy.api import throttling
-from tenancy.api.throttling import KEY_PREFIX, api_key_wait
+from tenancy.api.throttling import KEY_PREFIX, ApiKeyRateThrottle, api_key_wait
 from tenancy.models import ApiKey
 from tests.api.conftest import API, bearer, error_of
 from tests.conftest import at_once
@@ -47,7 +46,7 @@ def test_a_refused_request_is_not_counted_and_says_when_to_come_back(tenant, mak
         assert response.status_code == 429
         assert 0 < error_of(response)["details"]["retry_after_s"] <= 60
     key = ApiKey.objects.filter(tenant=tenant).latest("pk")
-    assert _redis().zcard(f"{KEY_PREFIX}:api_key:{key.pk}") == 3
+    assert _redis().zcard(_name(key)) == 3
 
 
 def test_the_wait_given_is_when_one_more_request_fits(tenant, make_key, rate):
@@ -86,17 +85,24 @@ def test_redis_down_lets_requests_through(tenant, make_key, rate, settings):
 
 
 def test_rates_are_read_as_drf_writes_them():
-    assert throttling.parse_rate("600/min") == (600, 60)
-    assert throttling.parse_rate("5/s") == (5, 1)
-    assert throttling.parse_rate("100/hour") == (100, 3600)
-    assert throttling.parse_rate("1000/day") == (1000, 86400)
-    with pytest.raises(ValueError, match="invalid throttle rate"):
-        throttling.parse_rate("many/min")
+    parse = ApiKeyRateThrottle().parse_rate
+    assert parse("600/min") == (600, 60)
+    assert parse("5/s") == (5, 1)
+    assert parse("100/hour") == (100, 3600)
+    assert parse("1000/day") == (1000, 86400)
+    for bad in ("many/min", "5/fortnight", "5"):
+        with pytest.raises(ValueError, match="invalid throttle rate"):
+            parse(bad)
 
 
 def _created_key(tenant, make_key) -> int:
     make_key(tenant)
     return ApiKey.objects.filter(tenant=tenant).latest("pk").pk
+
+
+def _name(key: ApiKey) -> str:
+    """The Redis key of ``key``'s counted calls."""
+    return KEY_PREFIX + ApiKeyRateThrottle.cache_format % {"scope": "api_key", "ident": key.pk}
 
 
 def _redis() -> redis.Redis:
@@ -105,6 +111,6 @@ def _redis() -> redis.Redis:
 
 def _age(key: ApiKey, seconds: float) -> None:
     """Make every recorded call of ``key`` ``seconds`` older."""
-    name = f"{KEY_PREFIX}:api_key:{key.pk}"
+    name = _name(key)
     calls = _redis().zrange(name, 0, -1, withscores=True)
     _redis().zadd(name, {member: score - seconds for member, score in calls})
