@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hmac
 
-from django.contrib.postgres.aggregates import ArrayAgg
-from django.db.models import Q, QuerySet
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import OuterRef, QuerySet
 
 from tenancy.models import ApiKey, Membership, Tenant
 from tenancy.services import hash_key, split_key
@@ -32,17 +32,16 @@ def find_api_key(raw_key: str) -> ApiKey | None:
     if prefix is None:
         return None
     # Its knowledge-base restriction comes in the same query (one round trip less for every
-    # request authenticated by a key; read by allowed_knowledge_base_ids).
-    key = (
+    # request authenticated by a key; read by allowed_knowledge_base_ids), as a subquery: an
+    # aggregate grouped every key and tenant column. The prefix is unique: no ordering.
+    restriction = ApiKey.knowledge_bases.through.objects.filter(apikey_id=OuterRef("pk"))
+    found = list(
         ApiKey.objects.select_related("tenant")
         .filter(prefix=prefix)
-        .annotate(
-            restricted_to=ArrayAgg(
-                "knowledge_bases__pk", filter=Q(knowledge_bases__isnull=False), default=[]
-            )
-        )
-        .first()
+        .annotate(restricted_to=ArraySubquery(restriction.values("knowledgebase_id")))
+        .order_by()[:1]
     )
+    key = found[0] if found else None
     if key is None or not hmac.compare_digest(key.secret_hash, hash_key(raw_key)):
         return None
     return key
