@@ -11,7 +11,7 @@ import logging
 import os
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import task_postrun, worker_process_init
 
 from rag_project import broker
 
@@ -31,6 +31,14 @@ def _worker_process_started(**kwargs) -> None:
     from rag_project.lifecycle import process_started
 
     process_started.send(sender="worker")
+
+
+@task_postrun.connect
+def _task_done(**kwargs) -> None:
+    """Between tasks: freeze the heap if a slow full collection asked for it (rag_project.heap)."""
+    from rag_project import heap
+
+    heap.freeze_if_due()
 
 
 # A broker hiccup is retried briefly; a broker that is down is not waited for by a request.

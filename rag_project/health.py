@@ -6,6 +6,8 @@ searches work without a worker, only ingestion waits for one. ``warm`` is this p
 warm-up (``rag_project.lifecycle``): ``warming``, ``warm``, ``failed`` or ``off``; it does not
 decide the status either (a search during warm-up is answered, no slower than a cold one), but
 a deployment that wants first searches fast can wait for ``warm`` before routing traffic.
+``heap`` says how this process's long-lived objects are kept out of full garbage collections
+(``rag_project.heap``) and how long its full collections took.
 """
 
 import time
@@ -17,6 +19,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from rag_project import heap
 from rag_project.lifecycle import WARM
 
 # A solo or busy worker reads control messages about once a second; a shorter wait misses it.
@@ -75,5 +78,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
         "redis": redis_state,
         "celery": celery,
         "warm": WARM.as_dict(),
+        "heap": heap.stats(),
     }
     return JsonResponse(body, status=200 if healthy else 503)

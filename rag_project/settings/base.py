@@ -289,6 +289,9 @@ BM25_SEGMENT_GRACE_S = env.float("BM25_SEGMENT_GRACE_S", default=600.0)
 # far they got.
 RAG_WARM_ON_START = env.bool("RAG_WARM_ON_START", default=True)
 RAG_WARM_KNOWLEDGE_BASES = env.int("RAG_WARM_KNOWLEDGE_BASES", default=8)
+# Serving processes freeze their long-lived heap out of Python's full garbage collections at the
+# end of the warm-up and after any full collection slower than this (rag_project.heap; 0: off).
+RAG_GC_FREEZE_ABOVE_MS = env.float("RAG_GC_FREEZE_ABOVE_MS", default=50.0)
 
 # --- rerank
 # Optional second stage of a search: the head of the fused list is re-scored by a cross-encoder.

@@ -47,6 +47,9 @@ if env.str("RAG_TEST_DB_NAME", default=""):
 
 # Workers and servers the suite starts stay cold unless a test asks (tests/foundation/test_warmup).
 RAG_WARM_ON_START = env.bool("RAG_WARM_ON_START", default=False)
+# Nor do they freeze their heap (a frozen test process would keep every test's cycles; the
+# tests of rag_project.heap turn it on and unfreeze after).
+RAG_GC_FREEZE_ABOVE_MS = env.float("RAG_GC_FREEZE_ABOVE_MS", default=0.0)
 # Vector host files of the suite, per xdist worker (emptied at the start of a session).
 VECTOR_HOST_DIR = Path(
     env.str("RAG_TEST_VECTOR_DIR", default=str(RAG_DATA_DIR / "test-vectors" / _worker))

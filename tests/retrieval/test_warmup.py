@@ -4,6 +4,7 @@ leaves the process serving. The whole path in a real gunicorn process is `bench 
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -50,11 +51,16 @@ def test_warm_loads_the_analyser_and_the_largest_knowledge_bases(client):
     get_matrix_cache().lru.discard(large.pk)
 
     WARM.begin()
-    with override_settings(RAG_WARM_KNOWLEDGE_BASES=1):
-        warmup.warm("web")
+    try:
+        with override_settings(RAG_WARM_KNOWLEDGE_BASES=1, RAG_GC_FREEZE_ABOVE_MS=50.0):
+            warmup.warm("web")
+        assert gc.get_freeze_count() > 0  # what it loaded is out of full collections
+    finally:
+        gc.unfreeze()
 
     state = client.get("/healthz").json()["warm"]
     assert state["state"] == "warm" and state["seconds"] >= 0
+    assert state["loaded"]["frozen_objects"] > 0
     assert state["loaded"]["analyzer"] is True and state["loaded"]["routes"] > 0
     assert state["loaded"]["knowledge_bases"] == [large.pk]  # the largest first, one allowed
     assert get_store().l1.peek(identity_of(large)) is not None
