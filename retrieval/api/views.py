@@ -41,7 +41,7 @@ class _SearchView(TenantAPIView):
         result, data = self._search(request, pk)
         body = present(result, data["explain"])
         body["context"] = RAGService.format_for_context(result.hits, data["max_chars"])
-        return Response(ContextResponseSerializer(body).data)
+        return Response(body)  # ContextResponseSerializer's shape (see present)
 
 
 class KnowledgeBaseSearchView(_SearchView):
@@ -53,7 +53,7 @@ class KnowledgeBaseSearchView(_SearchView):
     )
     def post(self, request, pk: int):
         result, data = self._search(request, pk)
-        return Response(SearchResponseSerializer(present(result, data["explain"])).data)
+        return Response(present(result, data["explain"]))  # SearchResponseSerializer's shape
 
 
 class SearchView(_SearchView):
@@ -70,7 +70,7 @@ class SearchView(_SearchView):
     )
     def post(self, request):
         result, data = self._search(request, None)
-        return Response(SearchResponseSerializer(present(result, data["explain"])).data)
+        return Response(present(result, data["explain"]))  # SearchResponseSerializer's shape
 
 
 class KnowledgeBaseContextView(_SearchView):
