@@ -10,8 +10,12 @@ hydrate; another round only when more than the margin vanished.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
+from django.db import connections
+
 from knowledge.models import Chunk
-from knowledge.selectors import SEARCHABLE_CHUNK
+from knowledge.selectors import searchable_document_sql
 from retrieval.fusion import Fused
 from retrieval.replica import search_reads
 from retrieval.search.candidates import Candidates
@@ -19,20 +23,32 @@ from retrieval.search.types import Hit, Leg
 from tenancy.models import Tenant
 
 HYDRATE_MARGIN = 5
-FIELDS = (
-    "pk",
-    "document_id",
-    "knowledge_base_id",
-    "content",
-    "page",
-    "start_char",
-    "end_char",
-    "heading_path",
-    "metadata",
-    "position",
-    "document__title",
-    "document__original_filename",
+# SEARCHABLE_CHUNK (knowledge.selectors) as SQL, with the tenant on both tables. Raw SQL: the
+# ORM's query (select_related, only, the Q) took ~2.2 ms of CPU to compile and turn into model
+# instances against ~0.3 ms for this, a tenth of a search's web-worker CPU.
+_ROWS = (
+    "SELECT c.id, c.document_id, c.knowledge_base_id, c.content, c.page, c.start_char, "  # noqa: S608
+    "c.end_char, c.heading_path, c.metadata, c.position, d.title, d.original_filename "
+    "FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
+    "WHERE c.id = ANY(%s) AND c.tenant_id = %s AND c.knowledge_base_id = ANY(%s) "
+    f"AND d.tenant_id = %s AND c.enabled AND {searchable_document_sql('d')}"
 )
+_METADATA = Chunk._meta.get_field("metadata")
+
+
+class _Row(NamedTuple):
+    id: int
+    document_id: int
+    knowledge_base_id: int
+    content: str
+    page: int | None
+    start_char: int
+    end_char: int
+    heading_path: list[str]
+    metadata: Any  # jsonb as text: decoded by the model field
+    position: int
+    title: str
+    original_filename: str
 
 
 def hydrate(
@@ -49,31 +65,22 @@ def hydrate(
     return hits[:wanted]
 
 
-def _rows(tenant: Tenant, chunk_ids: list[int], knowledge_base_ids: list[int]) -> dict[int, Chunk]:
+def _rows(tenant: Tenant, chunk_ids: list[int], knowledge_base_ids: list[int]) -> dict[int, _Row]:
     if not chunk_ids:
         return {}
-    rows = (
-        Chunk.objects.using(search_reads())
-        .filter(
-            SEARCHABLE_CHUNK,  # curation: the one definition of searchable
-            pk__in=chunk_ids,
-            tenant=tenant,
-            knowledge_base_id__in=knowledge_base_ids,
-            document__tenant=tenant,
-        )
-        .select_related("document")
-        .only(*FIELDS)
-    )
-    return {row.pk: row for row in rows}
+    alias = search_reads()
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_ROWS, [chunk_ids, tenant.pk, knowledge_base_ids, tenant.pk])
+        return {row[0]: _Row(*row) for row in cursor.fetchall()}
 
 
-def _hit(item: Fused, row: Chunk, candidates: Candidates) -> Hit:
+def _hit(item: Fused, row: _Row, candidates: Candidates) -> Hit:
     return Hit(
         chunk_id=item.id,
         document_id=row.document_id,
         knowledge_base_id=row.knowledge_base_id,
-        document_title=row.document.title,
-        original_filename=row.document.original_filename,
+        document_title=row.title,
+        original_filename=row.original_filename,
         content=row.content,
         score=round(item.score / candidates.best, 6),
         vector_similarity=candidates.scores[Leg.VECTOR].get(item.id),
@@ -84,6 +91,6 @@ def _hit(item: Fused, row: Chunk, candidates: Candidates) -> Hit:
         start_char=row.start_char,
         end_char=row.end_char,
         heading_path=list(row.heading_path),
-        metadata=row.metadata,
+        metadata=_METADATA.from_db_value(row.metadata, None, connections[search_reads()]),
         position=row.position,
     )
