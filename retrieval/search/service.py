@@ -233,7 +233,7 @@ class RAGService:
             role = tenancy_selectors.role_of(self.tenant, getattr(user, "pk", user))
             if Permission.READ not in role_permissions(role):
                 raise KnowledgeBaseNotFound(f"knowledge base {wanted[0]} not found")
-        found = {kb.pk: kb for kb in selectors.knowledge_bases(self.tenant).filter(pk__in=wanted)}
+        found = selectors.knowledge_bases_by_id(self.tenant, wanted)
         missing = [i for i in wanted if i not in found]
         if missing:
             raise KnowledgeBaseNotFound(f"knowledge base {missing[0]} not found")
