@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hmac
 
-from django.contrib.postgres.expressions import ArraySubquery
-from django.db.models import OuterRef, QuerySet
+from django.db import connection
+from django.db.models import QuerySet
 
 from tenancy.models import ApiKey, Membership, Tenant
 from tenancy.services import hash_key, split_key
@@ -25,24 +25,41 @@ def access_api_key(tenant: Tenant, api_key_id: int) -> ApiKey:
     return api_keys(tenant).get(pk=api_key_id)
 
 
+def _columns(model, alias: str) -> tuple[list[str], str]:
+    fields = [f.attname for f in model._meta.concrete_fields]
+    return fields, ", ".join(f"{alias}.{f.column}" for f in model._meta.concrete_fields)
+
+
+_KEY_FIELDS, _KEY_COLUMNS = _columns(ApiKey, "k")
+_TENANT_FIELDS, _TENANT_COLUMNS = _columns(Tenant, "t")
+_RESTRICTION = ApiKey.knowledge_bases.through._meta.db_table
+# The key, its tenant and its knowledge-base restriction (read by allowed_knowledge_base_ids)
+# in one round trip, on every request authenticated by a key. Raw SQL: the ORM's query
+# (select_related, an ArraySubquery) took ~1.8 ms of CPU, most of it compiling it.
+_FIND_KEY = (
+    f"SELECT {_KEY_COLUMNS}, {_TENANT_COLUMNS}, "  # noqa: S608
+    f"ARRAY(SELECT r.knowledgebase_id FROM {_RESTRICTION} r WHERE r.apikey_id = k.id) "
+    f"FROM {ApiKey._meta.db_table} k JOIN {Tenant._meta.db_table} t ON t.id = k.tenant_id "
+    "WHERE k.prefix = %s"
+)
+
+
 def find_api_key(raw_key: str) -> ApiKey | None:
-    """The key (revoked or not) whose secret is ``raw_key``: looked up by its prefix, then
-    compared in constant time with the stored hash. None when there is no such key."""
+    """The key (revoked or not) whose secret is ``raw_key``: looked up by its prefix (unique),
+    then compared in constant time with the stored hash. None when there is no such key."""
     prefix = split_key(raw_key)
     if prefix is None:
         return None
-    # Its knowledge-base restriction comes in the same query (one round trip less for every
-    # request authenticated by a key; read by allowed_knowledge_base_ids), as a subquery: an
-    # aggregate grouped every key and tenant column. The prefix is unique: no ordering.
-    restriction = ApiKey.knowledge_bases.through.objects.filter(apikey_id=OuterRef("pk"))
-    found = list(
-        ApiKey.objects.select_related("tenant")
-        .filter(prefix=prefix)
-        .annotate(restricted_to=ArraySubquery(restriction.values("knowledgebase_id")))
-        .order_by()[:1]
-    )
-    key = found[0] if found else None
-    if key is None or not hmac.compare_digest(key.secret_hash, hash_key(raw_key)):
+    with connection.cursor() as cursor:
+        cursor.execute(_FIND_KEY, [prefix])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    keys, tenants = len(_KEY_FIELDS), len(_TENANT_FIELDS)
+    key = ApiKey.from_db(connection.alias, _KEY_FIELDS, row[:keys])
+    key.tenant = Tenant.from_db(connection.alias, _TENANT_FIELDS, row[keys : keys + tenants])
+    key.restricted_to = row[keys + tenants]
+    if not hmac.compare_digest(key.secret_hash, hash_key(raw_key)):
         return None
     return key
 

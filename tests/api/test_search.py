@@ -1,6 +1,8 @@
 """Search and context over one knowledge base and several: every score and rank of each hit,
 the trace (summary, or whole with explain), filters, and validation."""
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -194,9 +196,10 @@ def test_a_search_reads_its_key_and_knowledge_base_once_and_counts_no_documents(
         response = search(client, kb.pk, query="mechanical seal")
     assert response.status_code == 200 and response.json()["results"]
     # Whole rows (the key's restriction reads ids only, the index its version only).
-    reads = [q["sql"] for q in queries if '"knowledge_knowledgebase"."calibration"' in q["sql"]]
+    sql = [q["sql"] for q in queries]
+    reads = [s for s in sql if "calibration" in s and "knowledge_knowledgebase" in s]
     assert len(reads) == 1, reads
-    assert not [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()]
+    assert not [s for s in sql if "COUNT(" in s.upper()]
     # The key's knowledge-base restriction is read with the key, in one query.
-    keys = [q["sql"] for q in queries if '"knowledge_apikey"' in q["sql"]]
+    keys = [s for s in sql if re.search(r'FROM "?knowledge_apikey"?\s', s)]
     assert len(keys) == 1 and "knowledge_apikey_knowledge_bases" in keys[0], keys
