@@ -280,7 +280,10 @@ BM25_BUILD_WAIT_S = env.float("BM25_BUILD_WAIT_S", default=30.0)
 BM25_STALE_WAIT_S = env.float("BM25_STALE_WAIT_S", default=1.0)
 # After a change, a search process holding an older complete view answers from it for up to
 # this long while the Celery worker builds the new version (0: the first search builds it).
-BM25_DEFER_BUILD_S = env.float("BM25_DEFER_BUILD_S", default=5.0)
+# 1 s: a new document must be searchable within 2 s of being ready, and the one worker, busy
+# embedding uploads and merging, reached a build 2.3-3.2 s late in most `bench churn` runs
+# with 5 s (docs/performance.md, session 9).
+BM25_DEFER_BUILD_S = env.float("BM25_DEFER_BUILD_S", default=1.0)
 # Segments a merge folded away are deleted from L3 this long after (a build that started from
 # the older manifest may still name them).
 BM25_SEGMENT_GRACE_S = env.float("BM25_SEGMENT_GRACE_S", default=600.0)

@@ -60,6 +60,6 @@ DATABASES.pop("replica", None)
 
 # Most tests run no Celery worker to build the index after a change, and search right after
 # it: the search builds the new version itself, as with no worker in production. The deferral
-# to the worker (BM25_DEFER_BUILD_S, 5 s by default) is tested where a test asks for it
+# to the worker (BM25_DEFER_BUILD_S, 1 s by default) is tested where a test asks for it
 # (tests/retrieval/test_bm25_segment_store.py) and runs in the benchmarks' served processes.
 BM25_DEFER_BUILD_S = env.float("BM25_DEFER_BUILD_S", default=0.0)
