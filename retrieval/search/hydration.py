@@ -45,7 +45,7 @@ class _Row(NamedTuple):
     start_char: int
     end_char: int
     heading_path: list[str]
-    metadata: Any  # jsonb as text: decoded by the model field
+    metadata: Any  # decoded by the model field (the driver hands jsonb over as text)
     position: int
     title: str
     original_filename: str
@@ -68,10 +68,12 @@ def hydrate(
 def _rows(tenant: Tenant, chunk_ids: list[int], knowledge_base_ids: list[int]) -> dict[int, _Row]:
     if not chunk_ids:
         return {}
-    alias = search_reads()
-    with connections[alias].cursor() as cursor:
+    connection = connections[search_reads()]
+    with connection.cursor() as cursor:
         cursor.execute(_ROWS, [chunk_ids, tenant.pk, knowledge_base_ids, tenant.pk])
-        return {row[0]: _Row(*row) for row in cursor.fetchall()}
+        rows = [_Row(*row) for row in cursor.fetchall()]
+    decode = _METADATA.from_db_value
+    return {row.id: row._replace(metadata=decode(row.metadata, None, connection)) for row in rows}
 
 
 def _hit(item: Fused, row: _Row, candidates: Candidates) -> Hit:
@@ -91,6 +93,6 @@ def _hit(item: Fused, row: _Row, candidates: Candidates) -> Hit:
         start_char=row.start_char,
         end_char=row.end_char,
         heading_path=list(row.heading_path),
-        metadata=_METADATA.from_db_value(row.metadata, None, connections[search_reads()]),
+        metadata=row.metadata,
         position=row.position,
     )
