@@ -36,6 +36,10 @@ class EmbeddingSerializer(serializers.Serializer):
     )
 
     def validate(self, attrs: dict) -> dict:
+        # An embedding is given whole, also in a PATCH of its knowledge base (which makes every
+        # field optional, nested ones too): without its provider it names no model.
+        if "provider" not in attrs:
+            raise serializers.ValidationError({"provider": "This field is required."})
         # A local model is a directory on the server: only the deployment chooses those.
         allowed = {"", LOCAL_DEFAULT_MODEL, settings.EMBEDDING_MODEL}
         if attrs["provider"] == "local" and attrs.get("model", "") not in allowed:

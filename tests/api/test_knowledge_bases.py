@@ -144,6 +144,17 @@ def test_patch_validates_against_the_current_values(client, kb):
     assert kb.chunk_size == 1500
 
 
+@pytest.mark.parametrize("embedding", [{}, {"model": "x"}, {"dimensions": 8}])
+def test_patch_of_an_embedding_without_its_provider_is_refused(client, kb, embedding):
+    response = client.patch(
+        f"{API}/knowledge-bases/{kb.pk}", {"embedding": embedding}, format="json"
+    )
+    assert response.status_code == 400  # was a 500 (found by the schemathesis test)
+    assert "provider" in str(error_of(response)["details"]["fields"])
+    kb.refresh_from_db()
+    assert kb.embedding_provider == "hash"
+
+
 def test_patch_user_words_queues_reanalysis(client, kb, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:
         response = client.patch(
