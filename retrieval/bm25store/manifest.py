@@ -7,6 +7,12 @@ under. The next version's manifest is made from it by a delta (``retrieval.bm25s
 documents whose stamp changed or that are gone have their chunks deleted, documents new or
 changed become one small segment. A different basis means every token may differ: full build.
 
+It also records, per segment with deletions, how many of its deleted chunks hold each of its
+terms (``dead``): every search process composing the version then has the segment's live
+document frequencies from those counts instead of a pass over its postings. The writer takes
+them from the view it composed (``SegmentedIndex.dead_frequencies``); a manifest without them
+(an older writer's) is still read, and its readers count.
+
 Stored as numpy arrays (``np.savez``, read with ``allow_pickle=False``: never a pickle), signed
 like a segment (``payload``) with the version in the label.
 """
@@ -15,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -61,10 +67,35 @@ class Manifest:
     merges: int = 0
     chunk_count: int = 0  # live chunks
     build_seconds: float = 0.0  # of the last full build
+    # (segment position, local term id, deleted chunks of that segment holding the term), or
+    # None when not recorded.
+    dead: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def deletions(self) -> list[np.ndarray]:
         """Deleted chunk ids per segment, aligned with ``keys``."""
         return [self.deleted[self.deleted_in == i] for i in range(len(self.keys))]
+
+    def dead_frequencies(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """Per segment (aligned with ``keys``), its local term ids held by deleted chunks and
+        how many of them hold each; None when the manifest does not record them."""
+        if self.dead is None:
+            return None
+        at, terms, counts = self.dead
+        return [(terms[at == i], counts[at == i]) for i in range(len(self.keys))]
+
+    def with_dead(self, per_segment: list[tuple[np.ndarray, np.ndarray]]) -> Manifest:
+        """This manifest recording ``per_segment`` (as ``dead_frequencies`` returns them)."""
+        if len(per_segment) != len(self.keys):
+            raise ValueError("dead frequencies need one entry per segment")
+        at = [np.full(terms.size, i, np.int32) for i, (terms, _) in enumerate(per_segment)]
+        return replace(
+            self,
+            dead=(
+                np.concatenate([np.empty(0, np.int32), *at]),
+                np.concatenate([np.empty(0, np.int32), *(t for t, _ in per_segment)]),
+                np.concatenate([np.empty(0, np.int32), *(c for _, c in per_segment)]),
+            ),
+        )
 
     def to_bytes(self) -> bytes:
         buffer = io.BytesIO()
@@ -78,6 +109,15 @@ class Manifest:
             doc_stamps=np.asarray(self.doc_stamps, dtype=np.int64),
             basis=np.array([self.basis]),
             build_seconds=np.array([self.build_seconds]),
+            **(
+                {}
+                if self.dead is None
+                else {
+                    "dead_in": np.asarray(self.dead[0], dtype=np.int32),
+                    "dead_terms": np.asarray(self.dead[1], dtype=np.int32),
+                    "dead_counts": np.asarray(self.dead[2], dtype=np.int32),
+                }
+            ),
         )
         return buffer.getvalue()
 
@@ -92,6 +132,16 @@ class Manifest:
                 deleted_in = arrays["deleted_in"]
                 if deleted_in.size and (deleted_in.min() < 0 or deleted_in.max() >= len(keys)):
                     raise ValueError("a deletion names no segment")
+                dead = None
+                if "dead_in" in arrays.files:
+                    dead = tuple(
+                        arrays[name].astype(np.int32)
+                        for name in ("dead_in", "dead_terms", "dead_counts")
+                    )
+                    if not dead[0].size == dead[1].size == dead[2].size:
+                        raise ValueError("dead frequencies of unequal lengths")
+                    if dead[0].size and (dead[0].min() < 0 or dead[0].max() >= len(keys)):
+                        raise ValueError("a dead frequency names no segment")
                 return cls(
                     version=int(head[1]),
                     merges=int(head[2]),
@@ -103,6 +153,7 @@ class Manifest:
                     doc_stamps=arrays["doc_stamps"].astype(np.int64),
                     basis=str(arrays["basis"][0]),
                     build_seconds=float(arrays["build_seconds"][0]),
+                    dead=dead,
                 )
         except (KeyError, IndexError, OSError, ValueError) as exc:
             raise ValueError(f"not a BM25 manifest: {exc}") from exc

@@ -57,7 +57,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -163,14 +163,24 @@ def compose(
     previous: View | None = None,
 ) -> View:
     """The view of ``manifest``; ``previous`` (an older view of the same knowledge base)
-    lends its composed vocabulary when the new one only adds segments (``SegmentedIndex``)."""
+    lends what it composed for the segments both hold, and the manifest's dead frequencies
+    spare a count over the postings of a segment with new deletions (``SegmentedIndex``)."""
     ordered = [segments[key] for key in manifest.keys]
     index = SegmentedIndex(
         ordered,
         deleted_per_segment=manifest.deletions(),
         previous=previous.index if previous is not None else None,
+        dead_frequencies=manifest.dead_frequencies(),
     )
     return View(manifest, {key: segments[key] for key in manifest.keys}, index, signature)
+
+
+def _sealed_view(identity: Identity, view: View) -> tuple[View, SignedPayload]:
+    """A view composed by the writer of its manifest, with the manifest recording the view's
+    dead frequencies (so readers need not count them), and that manifest's payload."""
+    manifest = view.manifest.with_dead(view.index.dead_frequencies())
+    payload = manifest.seal(identity)
+    return replace(view, manifest=manifest, signature=payload.signature), payload
 
 
 class _Unusable(Exception):
@@ -574,14 +584,15 @@ class BM25Store:
                 kb.tenant_id, kb.pk, key, payload, len(segment), segment.postings, built.seconds
             )
             self.l2.put_segment(identity, key, payload)
-        payload = built.manifest.seal(identity)
-        self.l3.put(kb.tenant_id, kb.pk, built.manifest, payload)
-        self.l2.put(identity, built.manifest.version, payload)
         segments = dict(built.new_segments)
+        previous = None
         if base is not None and not built.full:
             segments |= base.segments
-            return compose(built.manifest, segments, payload.signature, base)
-        return compose(built.manifest, segments, payload.signature)
+            previous = base
+        view, payload = _sealed_view(identity, compose(built.manifest, segments, "", previous))
+        self.l3.put(kb.tenant_id, kb.pk, view.manifest, payload)
+        self.l2.put(identity, view.version, payload)
+        return view
 
     # ------------------------------------------------------------------ merging
 
@@ -645,16 +656,16 @@ class BM25Store:
             chunk_count=manifest.chunk_count,
             build_seconds=manifest.build_seconds,
         )
-        payload = new.seal(identity)
+        merged_view, payload = _sealed_view(identity, compose(new, segments, "", view))
         if not view.signature or not self.l3.put(
-            kb.tenant_id, kb.pk, new, payload, replaces=view.signature
+            kb.tenant_id, kb.pk, merged_view.manifest, payload, replaces=view.signature
         ):
             return "superseded: the index changed during the merge"
         self.l2.put(identity, new.version, payload)
         self.l3.mark_dropped(kb.pk, folded)
         for key in folded:
             self.l2.drop_segment(kb.pk, key)
-        self._fill_l1_if_held(identity, compose(new, segments, payload.signature))
+        self._fill_l1_if_held(identity, merged_view)
         return (
             f"merged {len(folded)} segments into one of {len(merged)} chunks "
             f"in {time.perf_counter() - started:.2f} s"

@@ -54,6 +54,7 @@ from django.conf import settings
 
 from retrieval.vector.ivf import Ivf
 from retrieval.vector.ivf import build as build_ivf
+from retrieval.vector.stamps import Stamps
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class Base:
     ids: np.ndarray  # int64, ascending, or list by list with an IVF (memory-mapped)
     documents: np.ndarray  # int64 (memory-mapped)
     vectors: np.ndarray  # float32 (rows, dimensions), unit rows (memory-mapped)
-    processed: dict[int, str]  # document id -> processed_at (microseconds, as text) then
+    processed: Stamps  # its documents and their processed_at then
     order: np.ndarray | None = None  # with an IVF: the rows by ascending id (memory-mapped)
     ivf: Ivf | None = None
 
@@ -138,7 +139,7 @@ def _open(meta: Path, version: int, dimensions: int) -> Base | None:
     ):
         logger.warning("vector base %s does not match its header; ignoring it", stem)
         return None
-    processed = {int(k): v for k, v in header.get("processed", {}).items()}
+    processed = Stamps.from_mapping(header.get("processed", {}))
     return Base(stem.name, version, ids, documents, vectors, processed, order, index)
 
 
@@ -191,7 +192,7 @@ def write(
     ids: np.ndarray,
     documents: np.ndarray,
     vectors: np.ndarray,
-    processed: dict[int, str],
+    processed: Stamps,
 ) -> Base | None:
     """Write a base of these rows (ids ascending) unless another process is writing one for
     this knowledge base (then None: keep the rows in memory this time), map it back, and delete
@@ -207,7 +208,7 @@ def write(
             "version": version,
             "rows": len(ids),
             "stamp": [str(part) for part in stamp],
-            "processed": {str(k): v for k, v in processed.items()},
+            "processed": processed.to_mapping(),
         }
         permutation = None
         if 0 < settings.VECTOR_IVF_MIN_ROWS <= len(ids):

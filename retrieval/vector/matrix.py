@@ -66,7 +66,7 @@ from retrieval.bm25store.build import snapshot
 from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.store import identity_of
 from retrieval.replica import search_reads
-from retrieval.vector import hostfile
+from retrieval.vector import hostfile, stamps
 from retrieval.vector.ivf import Ivf
 
 logger = logging.getLogger(__name__)
@@ -77,15 +77,8 @@ _SELECT_KB = (
     "embedding_dimensions FROM knowledge_knowledgebase WHERE id = %s AND tenant_id = %s"
 )
 # Curation: searchable documents and chunks (knowledge.selectors); a curation write sets the
-# document's processed_at, so the delta below reloads its rows. processed_at comes as the text
-# of its microseconds since the epoch: every process reads every document's stamp after every
-# change, and parsing 15k timestamps into datetimes (then back to text for the comparison and
-# the host file) was ~60 of the ~100 ms a delta took at 300k chunks.
-_SELECT_DOCUMENTS = (
-    "SELECT id, (extract(epoch FROM processed_at) * 1000000)::bigint::text, chunk_count "  # noqa: S608
-    "FROM knowledge_document d "
-    f"WHERE tenant_id = %s AND knowledge_base_id = %s AND {searchable_document_sql('d')}"
-)
+# document's processed_at, so the delta below reloads its rows. The documents and their
+# processed_at come packed in one row (``retrieval.vector.stamps``).
 # The rows a search may return: same tenant, knowledge base, model and dimension, searchable.
 _ROWS = (
     "FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
@@ -165,7 +158,7 @@ class VectorMatrix:
     parts: tuple[Part, ...]
     version: int
     stamp: tuple  # the knowledge base row's (updated_at, provider, model, dimensions)
-    processed: dict[int, str | None] = field(default_factory=dict)  # doc id -> processed_at, us
+    processed: stamps.Stamps = field(default_factory=stamps.Stamps.empty)  # its documents
     base_name: str = ""  # the host file of the shared part, if any
     base_version: int = -1  # ... and the version it was written at
 
@@ -177,11 +170,11 @@ class VectorMatrix:
         version: int,
         stamp: tuple,
         documents: np.ndarray | None = None,
-        processed: dict | None = None,
+        processed: stamps.Stamps | None = None,
     ) -> VectorMatrix:
         """One private part (ids ascending)."""
         part = Part(np.asarray(ids, dtype=np.int64), vectors, documents)
-        return cls((part,), version, stamp, processed or {})
+        return cls((part,), version, stamp, processed or stamps.Stamps.empty())
 
     @property
     def nbytes(self) -> int:
@@ -408,14 +401,13 @@ def load(
                 raise KnowledgeBase.DoesNotExist(f"knowledge base {knowledge_base.pk} is gone")
             version, updated_at, provider, model, dimensions = row
             stamp = (updated_at, provider, model, dimensions)
-            cursor.execute(_SELECT_DOCUMENTS, [knowledge_base.tenant_id, knowledge_base.pk])
-            documents = cursor.fetchall()
-        chunks = sum(count or 0 for _, _, count in documents)
-        if not dimensions or chunks * (int(dimensions) * 4 + 16) > max_bytes:
+            cursor.execute(stamps.SELECT, [knowledge_base.tenant_id, knowledge_base.pk])
+            packed, chunks = cursor.fetchone()
+        if not dimensions or int(chunks) * (int(dimensions) * 4 + 16) > max_bytes:
             return None, "too large"
         dimensions = int(dimensions)
         folder = hostfile.directory(identity.tenant_id, identity.knowledge_base_id, identity.epoch)
-        processed = {doc_id: at for doc_id, at, _ in documents}
+        processed = stamps.Stamps.from_row(packed)
         params = [knowledge_base.tenant_id, knowledge_base.pk, model, dimensions]
         source = "delta"
         if (held is None or held.stamp != stamp) and hostfile.enabled():
@@ -430,12 +422,9 @@ def load(
                 else:
                     ids, owners, vectors = _fetch(alias, params, None, dimensions)
                     return _stored(folder, stamp, version, ids, owners, vectors, processed), "load"
-        same = np.array(
-            [d for d, at in processed.items() if held.processed.get(d, _MISSING) == at],
-            dtype=np.int64,
-        )
-        changed = [d for d in processed if held.processed.get(d, _MISSING) != processed[d]]
-        ids, owners, vectors = _fetch(alias, params, changed, dimensions)
+        unchanged = processed.unchanged_since(held.processed)
+        same = processed.ids[unchanged]
+        ids, owners, vectors = _fetch(alias, params, processed.ids[~unchanged].tolist(), dimensions)
     base, *rest = held.parts
     base = replace(base, live=_live(base, same))
     kept = [replace(p, live=_live(p, same)) for p in rest]
@@ -523,7 +512,7 @@ def wait_for_rebases(timeout: float | None = None) -> bool:
 
 def _on_base(base: hostfile.Base, stamp: tuple) -> VectorMatrix:
     part = Part(base.ids, base.vectors, base.documents, shared=True, order=base.order, ivf=base.ivf)
-    return VectorMatrix((part,), base.version, stamp, dict(base.processed), base.name, base.version)
+    return VectorMatrix((part,), base.version, stamp, base.processed, base.name, base.version)
 
 
 def _live(part: Part, same: np.ndarray) -> np.ndarray | None:
@@ -575,9 +564,6 @@ def _written(folder, stamp, version, ids, owners, vectors, processed) -> VectorM
         logger.warning("vector base in %s not written (%s); keeping it in memory", folder, exc)
         return None
     return _on_base(base, stamp) if base is not None else None
-
-
-_MISSING = object()
 
 
 def _fetch(

@@ -133,6 +133,41 @@ def test_deletion_reprocessing_and_an_edit_in_place_stay_exact(store, kb):
     assert_exact(kb, disabled)
 
 
+def test_a_stored_version_records_its_dead_frequencies_for_the_readers(store, kb, monkeypatch):
+    documents = [add_document(kb, f"{n}.md", doc(n)) for n in range(1, 4)]
+    assert store.get(kb).view.manifest.dead is not None  # recorded from the first build on
+    gone = chunk_ids(kb, documents[0])
+    document_services.delete_document(tenant=kb.tenant, document=documents[0])
+    built = store.get(kb)
+    dead = built.view.manifest.dead_frequencies()
+    held = built.view.manifest.deletions()
+    assert sorted(np.concatenate(held).tolist()) == sorted(gone)
+    # The record equals what a count over the postings finds.
+    for (terms, counts), segment, deleted in zip(
+        dead, built.view.index.segments, held, strict=True
+    ):
+        live = ~np.isin(segment.doc_ids, deleted)
+        recount = np.diff(segment.offsets) - segment.document_frequencies(live)
+        assert terms.tolist() == np.flatnonzero(recount).tolist()
+        assert counts.tolist() == recount[terms].tolist()
+    passes = []
+    real = type(built.view.index.segments[0]).document_frequencies
+    monkeypatch.setattr(
+        type(built.view.index.segments[0]),
+        "document_frequencies",
+        lambda self, live=None: passes.append(live is not None) or real(self, live),
+    )
+    other = BM25Store()
+    try:
+        read = other.get(kb)  # another process: the stored manifest, composed
+        assert (read.tier, read.version) == (Tier.L2, built.version)
+        assert passes == []  # no count over a segment's postings
+        assert hits(read, "marker1") == []
+        assert_exact(kb, read)
+    finally:
+        other.l2.client.close()
+
+
 def test_a_change_of_user_words_rebuilds_in_full(store, kb):
     add_document(kb, "a.md", doc(1))
     store.get(kb)

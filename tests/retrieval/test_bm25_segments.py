@@ -4,6 +4,7 @@ segment list and deletions (pure: no database)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from bench.synthetic import sample_queries, zipf_corpus
 from retrieval.bm25 import BM25Index, Segment, SegmentedIndex, plan_segments
+from retrieval.bm25store.manifest import Manifest
 
 TOKENS = ["sensor", "the", "pump", "a", "传感器", "温度", "th01", "v2.3.1"]
 QUERIES = [["sensor"], ["the", "pump"], ["传感器", "温度", "sensor"], ["a", "a", "th01"], ["zz"]]
@@ -113,6 +115,64 @@ def test_segments_of_a_larger_corpus_match_one_index_and_survive_a_round_trip():
     np.testing.assert_allclose(
         merged.get_scores(query), reference.get_scores(query), rtol=0, atol=1e-6
     )
+
+
+def test_recorded_dead_frequencies_spare_the_count_and_a_wrong_record_is_not_trusted(
+    monkeypatch,
+):
+    corpus = zipf_corpus(3_000, vocab=300, mean_len=20, seed=4)
+    segments = [
+        Segment.build(range(i, i + 1_000), corpus[i : i + 1_000]) for i in range(0, 3_000, 1_000)
+    ]
+    deleted = list(range(5, 3_000, 11))
+    counted = SegmentedIndex(segments, deleted=deleted)
+    record = counted.dead_frequencies()
+    assert all(terms.size and counts.min() > 0 for terms, counts in record)
+    passes = []
+    real = Segment.document_frequencies
+    monkeypatch.setattr(
+        Segment,
+        "document_frequencies",
+        lambda self, live=None: passes.append(live is not None) or real(self, live),
+    )
+    queries = sample_queries(corpus, 20, seed=4)
+    recorded = SegmentedIndex(segments, deleted=deleted, dead_frequencies=record)
+    assert passes == []  # no pass over any segment's postings
+    for query in queries:
+        np.testing.assert_array_equal(recorded.get_scores(query), counted.get_scores(query))
+    # Another set of deletions' record (too many deleted documents for a term, or a term the
+    # segment lacks) is ignored: that segment is counted, and the scores stay exact.
+    terms, counts = record[0]
+    wrong = [(terms, counts + 10_000), record[1], (np.array([10_000], np.int32), counts[:1])]
+    checked = SegmentedIndex(segments, deleted=deleted, dead_frequencies=wrong)
+    assert passes == [True, True]
+    for query in queries:
+        np.testing.assert_array_equal(checked.get_scores(query), counted.get_scores(query))
+    with pytest.raises(ValueError, match="one entry per segment"):
+        SegmentedIndex(segments, deleted=deleted, dead_frequencies=record[:2])
+
+
+def test_a_manifest_keeps_its_dead_frequencies_and_one_without_them_still_reads():
+    manifest = Manifest(
+        version=3,
+        keys=("a", "b"),
+        deleted=np.array([4, 9]),
+        deleted_in=np.array([0, 0], np.int32),
+        doc_ids=np.array([1, 2]),
+        doc_stamps=np.array([5, 6]),
+        basis="a1:x",
+    )
+    plain = Manifest.from_bytes(manifest.to_bytes())
+    assert plain.dead is None and plain.dead_frequencies() is None
+    dead = [(np.array([0, 7], np.int32), np.array([2, 1], np.int32)), (np.empty(0, np.int32),) * 2]
+    recorded = Manifest.from_bytes(manifest.with_dead(dead).to_bytes())
+    [(terms, counts), (none, zero)] = recorded.dead_frequencies()
+    assert (terms.tolist(), counts.tolist(), none.size, zero.size) == ([0, 7], [2, 1], 0, 0)
+    with pytest.raises(ValueError, match="one entry per segment"):
+        manifest.with_dead(dead[:1])
+    wrong = replace(manifest, dead=(np.array([2], np.int32),) * 3)  # names a third segment
+    with pytest.raises(ValueError, match="names no segment"):
+        Manifest.from_bytes(wrong.to_bytes())
 
 
 def test_allowed_ids_restrict_candidates_without_changing_scores():
@@ -224,12 +284,35 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
         # A view composed on the one before (as each process does after a change) scores the
         # same, whether it could reuse that one's vocabulary (segments only added) or not.
         followed = SegmentedIndex(self.segments, deleted=sorted(self.deleted), previous=self.view)
+        # ... and so does one composed from the dead frequencies the view before recorded
+        # (as a search process composes a stored manifest's version): with the counts for
+        # segments whose deletions did not change since, a count for the others.
+        recorded = None
+        if self.view is not None:
+            segments, dead = self.view.segments, self.view.dead_frequencies()
+            known = {id(s): d for s, d in zip(segments, dead, strict=True)}
+            before = dict(zip(map(id, segments), self.view._segment_deleted, strict=True))
+            recorded = [
+                known[id(s)]
+                if id(s) in known and np.array_equal(before[id(s)], followed._segment_deleted[i])
+                else None
+                for i, s in enumerate(self.segments)
+            ]
+        from_record = SegmentedIndex(
+            self.segments, deleted=sorted(self.deleted), dead_frequencies=recorded
+        )
+        exact = SegmentedIndex(
+            self.segments, deleted=sorted(self.deleted), dead_frequencies=view.dead_frequencies()
+        )
         self.view = followed
-        assert followed.doc_ids.tolist() == view.doc_ids.tolist()
-        for query in QUERIES:
-            np.testing.assert_array_equal(followed.get_scores(query), view.get_scores(query))
-            assert followed.search(query, 5) == view.search(query, 5)
-        assert set(followed.terms()) == set(view.terms())
+        for other in (followed, from_record, exact):
+            assert other.doc_ids.tolist() == view.doc_ids.tolist()
+            for query in QUERIES:
+                np.testing.assert_array_equal(other.get_scores(query), view.get_scores(query))
+                assert other.search(query, 5) == view.search(query, 5)
+            assert set(other.terms()) == set(view.terms())
+            for term in TOKENS:
+                assert other.document_frequency(term) == view.document_frequency(term)
         live_ids = view.doc_ids.tolist()
         assert sorted(live_ids) == sorted(set(self.corpus) - self.deleted)
         live = [self.corpus[i] for i in live_ids]

@@ -4,6 +4,7 @@ import random
 
 import numpy as np
 import pytest
+from django.db import connection
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,7 +16,7 @@ from knowledge.services.processing import process_document
 from retrieval.bm25store.store import identity_of
 from retrieval.search import RAGService
 from retrieval.search.types import SearchFilters
-from retrieval.vector import hostfile
+from retrieval.vector import hostfile, stamps
 from retrieval.vector.hnsw import exact_vector_search
 from retrieval.vector.matrix import (
     MatrixCache,
@@ -24,6 +25,7 @@ from retrieval.vector.matrix import (
     top,
     wait_for_rebases,
 )
+from retrieval.vector.stamps import NOT_PROCESSED, Stamps
 from tests.conftest import CEILING_S, at_once
 from tests.factories import TenantFactory, add_document
 
@@ -146,6 +148,30 @@ def test_a_reprocessed_document_is_fetched_again_by_the_delta(kb):
     np.testing.assert_array_equal(delta.matrix.vectors, fresh.vectors)
 
 
+def test_document_stamps_read_packed_match_the_text_a_host_file_header_keeps(kb):
+    Document.objects.filter(pk=kb.documents.order_by("pk")[0].pk).update(processed_at=None)
+    with connection.cursor() as cursor:
+        cursor.execute(stamps.SELECT, [kb.tenant_id, kb.pk])
+        packed, chunks = cursor.fetchone()
+        cursor.execute(
+            "SELECT id, (extract(epoch FROM processed_at) * 1000000)::bigint::text "
+            "FROM knowledge_document WHERE knowledge_base_id = %s AND status = 'ready'",
+            [kb.pk],
+        )
+        as_text = {str(doc): at for doc, at in cursor.fetchall()}
+    read = Stamps.from_row(packed)
+    assert int(chunks) == sum(d.chunk_count for d in kb.documents.all())
+    assert read.to_mapping() == as_text  # what older processes wrote, and read
+    header = Stamps.from_mapping(as_text)
+    np.testing.assert_array_equal(header.ids, read.ids)
+    np.testing.assert_array_equal(header.at, read.at)
+    assert (read.at == NOT_PROCESSED).sum() == 1
+    assert read.unchanged_since(header).all() and not read.unchanged_since(Stamps.empty()).any()
+    later = Stamps(read.ids[1:], read.at[1:] + 1)  # one document gone, the others processed again
+    assert not read.unchanged_since(later).any()
+    assert Stamps.from_row(None).ids.size == 0
+
+
 def test_saving_the_knowledge_base_row_reloads_in_full(kb):
     """A re-embedding switch saves the row and changes vectors under the same chunk ids: a
     delta would keep the old vectors, so any change of the row's stamp reloads."""
@@ -226,13 +252,15 @@ def test_a_late_writer_of_an_older_base_leaves_the_newer_one(tmp_path):
     stamp, rows = ("2026-11-23", "hash", "hash-v1", 4), np.arange(3, dtype=np.int64)
     vectors = np.eye(3, 4, dtype=np.float32)
     (tmp_path / ".vec.npy.999.tmp").write_bytes(b"a writer that died")
-    newer = hostfile.write(tmp_path, stamp, 5, rows, rows, vectors, {})
-    older = hostfile.write(tmp_path, stamp, 3, rows, rows, vectors, {})
+    newer = hostfile.write(tmp_path, stamp, 5, rows, rows, vectors, Stamps.empty())
+    older = hostfile.write(tmp_path, stamp, 3, rows, rows, vectors, Stamps.empty())
     assert newer is not None and older is not None
     assert hostfile.newest(tmp_path, stamp, 4).version == 5  # still there, still the newest
     assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))
     # A base of another stamp (the model changed) is superseded whatever its version.
-    hostfile.write(tmp_path, ("2026-11-24", "hash", "hash-v1", 4), 1, rows, rows, vectors, {})
+    hostfile.write(
+        tmp_path, ("2026-11-24", "hash", "hash-v1", 4), 1, rows, rows, vectors, Stamps.empty()
+    )
     assert hostfile.newest(tmp_path, stamp, 4) is None
 
 
