@@ -67,8 +67,8 @@ class Manifest:
     merges: int = 0
     chunk_count: int = 0  # live chunks
     build_seconds: float = 0.0  # of the last full build
-    # (segment position, local term id, deleted chunks of that segment holding the term), or
-    # None when not recorded.
+    # (entries per segment, local term ids, deleted chunks holding each), the segments' entries
+    # one after another in ``keys`` order; None when not recorded.
     dead: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def deletions(self) -> list[np.ndarray]:
@@ -80,18 +80,20 @@ class Manifest:
         how many of them hold each; None when the manifest does not record them."""
         if self.dead is None:
             return None
-        at, terms, counts = self.dead
-        return [(terms[at == i], counts[at == i]) for i in range(len(self.keys))]
+        sizes, terms, counts = self.dead
+        if not sizes.size:
+            return []
+        cuts = np.cumsum(sizes)[:-1]
+        return list(zip(np.split(terms, cuts), np.split(counts, cuts), strict=True))
 
     def with_dead(self, per_segment: list[tuple[np.ndarray, np.ndarray]]) -> Manifest:
         """This manifest recording ``per_segment`` (as ``dead_frequencies`` returns them)."""
         if len(per_segment) != len(self.keys):
             raise ValueError("dead frequencies need one entry per segment")
-        at = [np.full(terms.size, i, np.int32) for i, (terms, _) in enumerate(per_segment)]
         return replace(
             self,
             dead=(
-                np.concatenate([np.empty(0, np.int32), *at]),
+                np.array([terms.size for terms, _ in per_segment], dtype=np.int64),
                 np.concatenate([np.empty(0, np.int32), *(t for t, _ in per_segment)]),
                 np.concatenate([np.empty(0, np.int32), *(c for _, c in per_segment)]),
             ),
@@ -113,7 +115,7 @@ class Manifest:
                 {}
                 if self.dead is None
                 else {
-                    "dead_in": np.asarray(self.dead[0], dtype=np.int32),
+                    "dead_sizes": np.asarray(self.dead[0], dtype=np.int64),
                     "dead_terms": np.asarray(self.dead[1], dtype=np.int32),
                     "dead_counts": np.asarray(self.dead[2], dtype=np.int32),
                 }
@@ -133,15 +135,17 @@ class Manifest:
                 if deleted_in.size and (deleted_in.min() < 0 or deleted_in.max() >= len(keys)):
                     raise ValueError("a deletion names no segment")
                 dead = None
-                if "dead_in" in arrays.files:
-                    dead = tuple(
-                        arrays[name].astype(np.int32)
-                        for name in ("dead_in", "dead_terms", "dead_counts")
+                if "dead_sizes" in arrays.files:
+                    dead = (
+                        arrays["dead_sizes"].astype(np.int64),
+                        arrays["dead_terms"].astype(np.int32),
+                        arrays["dead_counts"].astype(np.int32),
                     )
-                    if not dead[0].size == dead[1].size == dead[2].size:
+                    sizes, terms, counts = dead
+                    if sizes.size != len(keys) or (sizes.size and sizes.min() < 0):
+                        raise ValueError("dead frequencies not one entry per segment")
+                    if not int(sizes.sum()) == terms.size == counts.size:
                         raise ValueError("dead frequencies of unequal lengths")
-                    if dead[0].size and (dead[0].min() < 0 or dead[0].max() >= len(keys)):
-                        raise ValueError("a dead frequency names no segment")
                 return cls(
                     version=int(head[1]),
                     merges=int(head[2]),

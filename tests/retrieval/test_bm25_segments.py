@@ -170,9 +170,10 @@ def test_a_manifest_keeps_its_dead_frequencies_and_one_without_them_still_reads(
     assert (terms.tolist(), counts.tolist(), none.size, zero.size) == ([0, 7], [2, 1], 0, 0)
     with pytest.raises(ValueError, match="one entry per segment"):
         manifest.with_dead(dead[:1])
-    wrong = replace(manifest, dead=(np.array([2], np.int32),) * 3)  # names a third segment
-    with pytest.raises(ValueError, match="names no segment"):
-        Manifest.from_bytes(wrong.to_bytes())
+    for sizes, match in (([2], "one entry per segment"), ([2, 1], "unequal lengths")):
+        wrong = replace(manifest, dead=(np.array(sizes), np.arange(2), np.ones(2)))
+        with pytest.raises(ValueError, match=match):
+            Manifest.from_bytes(wrong.to_bytes())
 
 
 def test_allowed_ids_restrict_candidates_without_changing_scores():
