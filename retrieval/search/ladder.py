@@ -24,6 +24,7 @@ Pure functions here; the search service supplies the index and the titles.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -57,13 +58,73 @@ def jaccard(a: set[str], b: set[str]) -> float:
 def fuzzy_titles(
     query: str, titles: Iterable[tuple[int, str]], minimum: float = FUZZY_TITLE_MIN_JACCARD
 ) -> list[tuple[int, float]]:
-    """(document id, similarity) of titles similar to the query, best first."""
+    """(document id, similarity) of titles similar to the query, best first: the Jaccard
+    similarity of their trigram sets (``jaccard(trigrams(query), trigrams(title))``), computed
+    over every title at once from each title's trigram ids, kept per process (``_TitleGrams``).
+    Computing every title's trigrams again for each query took ~150 ms of CPU at 15k
+    documents, in every search that found nothing (a question the knowledge base cannot
+    answer, a word gone with a deleted document)."""
+    rows = list(titles)
     wanted = trigrams(query)
-    scored = [(doc_id, jaccard(wanted, trigrams(title))) for doc_id, title in titles]
-    return sorted(
-        [(doc_id, score) for doc_id, score in scored if score >= minimum],
-        key=lambda pair: (-pair[1], pair[0]),
-    )
+    if not wanted or not rows:
+        scored = [(doc_id, 0.0) for doc_id, _ in rows] if minimum <= 0 else []
+        return sorted(scored, key=lambda pair: (-pair[1], pair[0]))
+    ids, owners, sizes = _title_grams.of(rows)
+    query_ids = _title_grams.known(wanted)
+    shared = np.bincount(owners[np.isin(ids, query_ids)], minlength=len(rows))
+    # |A & B| / |A | B|, with |A | B| = |A| + |B| - |A & B|: the same float as ``jaccard``.
+    scores = shared / (len(wanted) + sizes - shared)
+    keep = np.flatnonzero(scores >= minimum)
+    doc_ids = np.fromiter((rows[i][0] for i in keep.tolist()), np.int64, keep.size)
+    order = np.lexsort((doc_ids, -scores[keep]))
+    return list(zip(doc_ids[order].tolist(), scores[keep][order].tolist(), strict=True))
+
+
+class _TitleGrams:
+    """Per process: each document title's trigrams as ids (one vocabulary of trigrams), by
+    document id, computed once per (document, title). Past ``limit`` trigrams or documents it
+    starts afresh (titles of deleted documents leave their entries behind until then)."""
+
+    def __init__(self, limit: int = 1_000_000) -> None:
+        self.limit = limit
+        self._vocab: dict[str, int] = {}
+        self._titles: dict[int, tuple[str, np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, rows: list[tuple[int, str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(trigram ids of every title one after another, the row each belongs to, each
+        row's trigram count)."""
+        with self._lock:
+            if len(self._vocab) > self.limit or len(self._titles) > self.limit:
+                self._vocab.clear()
+                self._titles.clear()
+            parts = []
+            for doc_id, title in rows:
+                held = self._titles.get(doc_id)
+                if held is None or held[0] != title:
+                    grams = trigrams(title)
+                    held = (
+                        title,
+                        np.fromiter(
+                            (self._vocab.setdefault(g, len(self._vocab)) for g in grams),
+                            np.int64,
+                            len(grams),
+                        ),
+                    )
+                    self._titles[doc_id] = held
+                parts.append(held[1])
+        sizes = np.fromiter((p.size for p in parts), np.int64, len(parts))
+        owners = np.repeat(np.arange(len(parts)), sizes)
+        return np.concatenate(parts), owners, sizes
+
+    def known(self, grams: set[str]) -> np.ndarray:
+        """The ids of those trigrams that some title held (the others share nothing)."""
+        with self._lock:
+            found = [self._vocab[g] for g in grams if g in self._vocab]
+        return np.array(found, dtype=np.int64)
+
+
+_title_grams = _TitleGrams()
 
 
 def run_ladder(
