@@ -78,7 +78,7 @@ _SELECT_KB = (
 )
 # Curation: searchable documents and chunks (knowledge.selectors); a curation write sets the
 # document's processed_at, so the delta below reloads its rows. The documents and their
-# processed_at come packed in one row (``retrieval.vector.stamps``).
+# processed_at come packed into one value (``retrieval.vector.stamps``).
 # The rows a search may return: same tenant, knowledge base, model and dimension, searchable.
 _ROWS = (
     "FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
