@@ -69,8 +69,7 @@ def fuzzy_titles(
     if not wanted or not rows:
         scored = [(doc_id, 0.0) for doc_id, _ in rows] if minimum <= 0 else []
         return sorted(scored, key=lambda pair: (-pair[1], pair[0]))
-    ids, owners, sizes = _title_grams.of(rows)
-    query_ids = _title_grams.known(wanted)
+    ids, owners, sizes, query_ids = _title_grams.of(rows, wanted)
     shared = np.bincount(owners[np.isin(ids, query_ids)], minlength=len(rows))
     # |A & B| / |A | B|, with |A | B| = |A| + |B| - |A & B|: the same float as ``jaccard``.
     scores = shared / (len(wanted) + sizes - shared)
@@ -91,9 +90,12 @@ class _TitleGrams:
         self._titles: dict[int, tuple[str, np.ndarray]] = {}
         self._lock = threading.Lock()
 
-    def of(self, rows: list[tuple[int, str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def of(
+        self, rows: list[tuple[int, str]], wanted: set[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(trigram ids of every title one after another, the row each belongs to, each
-        row's trigram count)."""
+        row's trigram count, and the ids of the ``wanted`` trigrams some title held: the
+        others share nothing), all of one vocabulary."""
         with self._lock:
             if len(self._vocab) > self.limit or len(self._titles) > self.limit:
                 self._vocab.clear()
@@ -113,15 +115,10 @@ class _TitleGrams:
                     )
                     self._titles[doc_id] = held
                 parts.append(held[1])
+            known = [self._vocab[g] for g in wanted if g in self._vocab]
         sizes = np.fromiter((p.size for p in parts), np.int64, len(parts))
         owners = np.repeat(np.arange(len(parts)), sizes)
-        return np.concatenate(parts), owners, sizes
-
-    def known(self, grams: set[str]) -> np.ndarray:
-        """The ids of those trigrams that some title held (the others share nothing)."""
-        with self._lock:
-            found = [self._vocab[g] for g in grams if g in self._vocab]
-        return np.array(found, dtype=np.int64)
+        return np.concatenate(parts), owners, sizes, np.array(known, dtype=np.int64)
 
 
 _title_grams = _TitleGrams()

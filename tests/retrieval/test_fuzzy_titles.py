@@ -38,11 +38,12 @@ def test_every_title_at_once_scores_as_one_by_one(query, titles, renamed, minimu
 
 def test_the_kept_trigrams_start_afresh_past_their_limit():
     grams = _TitleGrams(limit=10)
-    ids, owners, sizes = grams.of([(1, "pump seal"), (2, "valve")])
+    ids, owners, sizes, known = grams.of([(1, "pump seal"), (2, "valve")], trigrams("pump"))
     assert ids.size == sizes.sum()
     assert sizes.tolist() == [len(trigrams("pump seal")), len(trigrams("valve"))]
     assert owners.tolist() == [0] * sizes[0] + [1] * sizes[1]
+    assert set(known.tolist()) < set(ids.tolist()) and known.size == len(trigrams("pump"))
     assert len(grams._vocab) > 10
-    grams.of([(3, "gear")])
+    *_, known = grams.of([(3, "gear")], trigrams("pump"))
     assert set(grams._titles) == {3}  # the earlier titles' entries were dropped
-    assert grams.known(trigrams("pump")).size == 0
+    assert known.size == 0
