@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import Q, QuerySet
 
 from knowledge.models import Chunk, Document, KnowledgeBase
+from rag_project.rawsql import model_columns
 from tenancy.models import Tenant
 
 # What search may return, defined once: a chunk that is enabled, of a document that is ready
@@ -49,7 +50,7 @@ def knowledge_bases(tenant: Tenant) -> QuerySet[KnowledgeBase]:
 
 
 _KNOWLEDGE_BASES_BY_ID = (
-    f"SELECT {', '.join(f.column for f in KnowledgeBase._meta.concrete_fields)} "  # noqa: S608
+    f"SELECT {model_columns(KnowledgeBase)[1]} "  # noqa: S608
     f"FROM {KnowledgeBase._meta.db_table} WHERE tenant_id = %s AND id = ANY(%s)"
 )
 

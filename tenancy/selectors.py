@@ -7,6 +7,7 @@ import hmac
 from django.db import connection
 from django.db.models import QuerySet
 
+from rag_project.rawsql import model_columns
 from tenancy.models import ApiKey, Membership, Tenant
 from tenancy.services import hash_key, split_key
 
@@ -25,13 +26,8 @@ def access_api_key(tenant: Tenant, api_key_id: int) -> ApiKey:
     return api_keys(tenant).get(pk=api_key_id)
 
 
-def _columns(model, alias: str) -> tuple[list[str], str]:
-    fields = [f.attname for f in model._meta.concrete_fields]
-    return fields, ", ".join(f"{alias}.{f.column}" for f in model._meta.concrete_fields)
-
-
-_KEY_FIELDS, _KEY_COLUMNS = _columns(ApiKey, "k")
-_TENANT_FIELDS, _TENANT_COLUMNS = _columns(Tenant, "t")
+_KEY_FIELDS, _KEY_COLUMNS = model_columns(ApiKey, "k")
+_TENANT_FIELDS, _TENANT_COLUMNS = model_columns(Tenant, "t")
 _RESTRICTION = ApiKey.knowledge_bases.through._meta.db_table
 # The key, its tenant and its knowledge-base restriction (read by allowed_knowledge_base_ids)
 # in one round trip, on every request authenticated by a key. Raw SQL: the ORM's query
