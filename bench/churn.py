@@ -29,7 +29,11 @@ sets the pace). Then:
   once it is ``ready`` and records the time from its ``processed_at`` (the moment it became
   ready) to the first search that returns it: ``visible_*``.
 
-Printed: search p50/p99 over the churn (and per 10 s window on stderr, so a cliff shows),
+Printed: search p50/p99 over the churn (and per 10 s window on stderr, so a cliff shows), the
+same of each search's own time (``search_own_*``, ``quiet_search_own_*``: its trace's
+``total_ms``, the service's time without the request around it or the queue in front of it) and
+the medians of both over the slowest 1% (``slowest_1pct_ms``, ``slowest_1pct_own_ms``: a tail of
+slow searches or of waiting),
 errors (searches that failed), visibility p50/max, BM25 merges in the run, the largest RSS of
 a web process (``process_rss_bytes``; each one's in ``web_rss_bytes``) and the bytes of vector
 matrices held on the host (``host_vector_bytes``: the host files every web process maps, plus
@@ -175,7 +179,9 @@ def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-Search = Callable[[str, str, int], list[int]]  # (query, mode, top_k) -> hits' document ids
+# (query, mode, top_k) -> (the hits' document ids, the search's own time in ms: its trace's
+# ``total_ms``, what the service spent, without the request around it or the queue before it)
+Search = Callable[[str, str, int], tuple[list[int], float]]
 PROBE_BATCH = 50  # markers per probe search (below RAG_MAX_TOP_K)
 
 
@@ -188,7 +194,7 @@ def _searchers(tenant, kb, options: dict[str, Any]):
         def in_process() -> Search:
             def search(query: str, mode: str, top_k: int = 5) -> list[int]:
                 found = service.search(query, kb.pk, mode=mode, top_k=top_k)
-                return [hit.document_id for hit in found.hits]
+                return [hit.document_id for hit in found.hits], found.trace.total_ms
 
             return search
 
@@ -219,7 +225,9 @@ def _searchers(tenant, kb, options: dict[str, Any]):
                 response = client.post(url, json=body)
                 if response.status_code != 200:
                     raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
-                return [hit["document_id"] for hit in response.json()["results"]]
+                answer = response.json()
+                hits = [hit["document_id"] for hit in answer["results"]]
+                return hits, answer["trace"]["total_ms"]
 
             return search
 
@@ -264,8 +272,9 @@ class _Run:
         self.churning = threading.Event()
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.latencies: list[tuple[float, float]] = []  # (time since the churn began, ms)
-        self.quiet: list[float] = []  # ms, before the churn
+        # (time since the churn began, ms, the search's own ms)
+        self.latencies: list[tuple[float, float, float]] = []
+        self.quiet: list[tuple[float, float]] = []  # (ms, the search's own ms) before the churn
         self.errors: list[str] = []
         self.pending: dict[int, str] = {}  # uploaded document id -> marker
         self.visible: list[float] = []
@@ -321,17 +330,18 @@ class _Run:
                 churning = self.churning.is_set()
                 began = time.perf_counter()
                 try:
-                    search(query, "hybrid", 5)
+                    _, own_ms = search(query, "hybrid", 5)
                 except Exception as exc:  # counted, and the run goes on
                     with self.lock:
                         self.errors.append(f"{type(exc).__name__}: {exc}")
                     continue
                 done = time.perf_counter()
                 with self.lock:
+                    ms = (done - began) * 1000
                     if churning:
-                        self.latencies.append((done - self.started, (done - began) * 1000))
+                        self.latencies.append((done - self.started, ms, own_ms))
                     else:
-                        self.quiet.append((done - began) * 1000)
+                        self.quiet.append((ms, own_ms))
         finally:
             connection.close()
 
@@ -391,7 +401,7 @@ class _Run:
         for start in range(0, len(ids), PROBE_BATCH):
             batch = ids[start : start + PROBE_BATCH]
             query = " ".join(waiting[document_id] for document_id in batch)
-            found = set(self._probe_search(query, "keyword", len(batch)))
+            found = set(self._probe_search(query, "keyword", len(batch))[0])
             now = timezone.now()
             for document_id in batch:
                 if document_id in found:
@@ -403,9 +413,9 @@ class _Run:
     # ------------------------------------------------------------------ result
 
     def _result(self, uploaded: int, merges: int) -> dict[str, Any]:
-        times = [ms for _, ms in self.latencies]
+        times = [ms for _, ms, _ in self.latencies]
         for start in np.arange(0, self.options["seconds"], WINDOW_S):
-            window = [ms for t, ms in self.latencies if start <= t < start + WINDOW_S]
+            window = [ms for t, ms, _ in self.latencies if start <= t < start + WINDOW_S]
             if window:
                 print(
                     f"churn {start:5.0f}-{start + WINDOW_S:.0f} s: {len(window):5d} searches, "
@@ -416,11 +426,16 @@ class _Run:
         for message in sorted(set(self.errors))[:5]:
             print(f"churn error: {message}", file=sys.stderr)
         rss = {pid: _rss_bytes(pid) for pid in self.web_pids}
+        quiet = self.quiet or [(0.0, 0.0)]
+        churn = [(ms, own) for _, ms, own in self.latencies] or [(0.0, 0.0)]
         return {
             "quiet_searches": len(self.quiet),
-            **{k: v for k, v in percentiles(self.quiet or [0.0], "quiet_search").items()},
+            **percentiles([ms for ms, _ in quiet], "quiet_search"),
+            **percentiles([own for _, own in quiet], "quiet_search_own"),
             "searches": len(times),
-            **{k: v for k, v in percentiles(times, "search").items()},
+            **percentiles([ms for ms, _ in churn], "search"),
+            **percentiles([own for _, own in churn], "search_own"),
+            **_slowest(churn),
             "search_max_ms": round(max(times), 1) if times else None,
             "errors": len(self.errors),
             "uploaded": uploaded,
@@ -433,6 +448,17 @@ class _Run:
             "web_rss_bytes": list(rss.values()),
             "host_vector_bytes": host_vector_bytes(self.options["serve"] == "threads"),
         }
+
+
+def _slowest(searches: list[tuple[float, float]]) -> dict[str, Any]:
+    """Of the slowest 1% of searches (by the client's time), the median client time and the
+    median of the search's own time in them: a tail made of slow searches shows as close
+    figures, one made of waiting (the queue, the request around the search) as far apart."""
+    ranked = sorted(searches)[-max(1, len(searches) // 100) :]
+    return {
+        "slowest_1pct_ms": round(statistics.median(ms for ms, _ in ranked), 1),
+        "slowest_1pct_own_ms": round(statistics.median(own for _, own in ranked), 1),
+    }
 
 
 def _cpu(marks: list[tuple[float, dict]], counts: dict[str, int]) -> dict[str, Any]:
@@ -488,6 +514,10 @@ def churn_table(r: dict[str, Any]) -> str:
             f"{r['quiet_search_p50_ms']} ms, p99 {r['quiet_search_p99_ms']} ms",
             f"searches {r['searches']:,}: p50 {r['search_p50_ms']} ms, p99 {r['search_p99_ms']} "
             f"ms, max {r['search_max_ms']} ms, errors {r['errors']}",
+            f"the search's own time (trace total_ms): quiet p50 {r['quiet_search_own_p50_ms']} "
+            f"ms, p99 {r['quiet_search_own_p99_ms']} ms; churn p50 {r['search_own_p50_ms']} ms, "
+            f"p99 {r['search_own_p99_ms']} ms; slowest 1% {r['slowest_1pct_ms']} ms, of it own "
+            f"{r['slowest_1pct_own_ms']} ms (medians)",
             f"new documents {r['uploaded']}: visible after ready p50 {r['visible_p50_s']} s, "
             f"max {r['visible_max_s']} s ({r['not_visible']} never seen)",
             f"BM25 merges {r['merges']}; RSS {r['process_rss_bytes'] / 2**20:.0f} MiB; vectors "

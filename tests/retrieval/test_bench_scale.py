@@ -176,6 +176,12 @@ def test_bench_churn_searches_while_documents_come_and_go(serve, vectors):
     assert 0 < result["search_p50_ms"] <= result["search_p99_ms"]
     assert result["quiet_searches"] > 0  # the peer: the same clients before the churn
     assert 0 < result["quiet_search_p50_ms"] <= result["quiet_search_p99_ms"]
+    # The search's own time (its trace's) is part of what the client waited for.
+    for phase in ("quiet_search", "search"):
+        own, waited = result[f"{phase}_own_p50_ms"], result[f"{phase}_p50_ms"]
+        assert 0 < own <= result[f"{phase}_own_p99_ms"] and own <= waited
+    assert 0 < result["slowest_1pct_own_ms"] <= result["slowest_1pct_ms"]
+    assert result["slowest_1pct_ms"] >= result["search_p50_ms"]
     # Every uploaded document was found by a search once it was ready, none went missing.
     assert result["uploaded"] >= 4 and result["visible"] == result["uploaded"]
     assert result["not_visible"] == 0
