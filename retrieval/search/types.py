@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from enum import StrEnum
 from numbers import Integral, Real
@@ -215,9 +215,32 @@ class Hit:
     signals: dict[str, float] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        shape = asdict(self)
+        shape = plain(self)
         del shape["signals"]
         return shape
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def plain(value: Any) -> Any:
+    """``dataclasses.asdict``'s shape without its deep copy of every leaf (a third of the cost
+    of turning a search's hits and trace into its answer): dataclasses become dicts, lists,
+    tuples and dicts are rebuilt, so the result shares no container with ``value``; anything
+    else is returned as it is, which is the same for the immutable values hits and traces hold
+    (numbers, text, None, dates)."""
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return tuple(plain(item) for item in value)
+    names = _FIELD_NAMES.get(type(value))
+    if names is None:
+        if not hasattr(type(value), "__dataclass_fields__"):
+            return value
+        names = _FIELD_NAMES.setdefault(type(value), tuple(f.name for f in fields(value)))
+    return {name: plain(getattr(value, name)) for name in names}
 
 
 def elapsed_ms(started: float) -> float:
@@ -278,7 +301,7 @@ class KnowledgeBaseTrace:
     relevance: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: value for name, value in asdict(self).items() if value is not None}
+        return {name: value for name, value in plain(self).items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -336,7 +359,7 @@ class Trace:
     results: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {
+        return plain(self) | {
             "rerank": self.rerank.to_dict(),
             "knowledge_bases": [kb.to_dict() for kb in self.knowledge_bases],
         }

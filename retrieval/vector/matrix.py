@@ -51,6 +51,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -104,6 +105,12 @@ class Part:
     ivf: Ivf | None = None  # the lists the rows are stored by
 
     def __len__(self) -> int:
+        return self._live_rows
+
+    @cached_property
+    def _live_rows(self) -> int:
+        # Counted once: summing a 300k-row mask took ~0.2 ms, twice a search (``live`` arrays
+        # are never changed in place; a change makes a new Part).
         return len(self.ids) if self.live is None else int(self.live.sum())
 
     @property
@@ -511,7 +518,14 @@ def wait_for_rebases(timeout: float | None = None) -> bool:
 
 
 def _on_base(base: hostfile.Base, stamp: tuple) -> VectorMatrix:
-    part = Part(base.ids, base.vectors, base.documents, shared=True, order=base.order, ivf=base.ivf)
+    # Plain ndarray views of the mapped arrays (the mapping stays open through their base):
+    # slicing a np.memmap runs its Python-level __array_finalize__ per slice, ~0.1 ms of the
+    # IVF's ~37 slices a search.
+    ids, vectors, documents, order = (
+        None if a is None else np.asarray(a)
+        for a in (base.ids, base.vectors, base.documents, base.order)
+    )
+    part = Part(ids, vectors, documents, shared=True, order=order, ivf=base.ivf)
     return VectorMatrix((part,), base.version, stamp, base.processed, base.name, base.version)
 
 

@@ -125,6 +125,23 @@ def test_local_model_loads_from_the_installed_package_and_is_semantic():
     assert cosine(cat, kitten) > cosine(cat, revenue) + 0.2
 
 
+@pytest.mark.slow
+def test_local_model_embeds_small_batches_on_one_thread_and_the_same_vectors():
+    import torch
+
+    from knowledge.embeddings import local
+
+    embedder = local.LocalEmbedder("all-MiniLM-L6-v2")
+    texts = [f"Pump {i} needs a new seal." for i in range(local.SMALL_BATCH)]
+    large = embedder.embed_documents(texts)  # a batch the size of SMALL_BATCH: torch's default
+    assert torch.get_num_threads() == local._default_threads
+    small = embedder.embed_documents(texts[:1])  # a query, a one-chunk document: one thread
+    assert torch.get_num_threads() == 1
+    assert max(abs(p - q) for p, q in zip(small[0], large[0], strict=True)) < 1e-5
+    embedder.embed_documents(texts)
+    assert torch.get_num_threads() == local._default_threads
+
+
 def test_a_missing_local_model_directory_is_a_clear_error():
     from knowledge.embeddings import ProviderUnavailable
     from knowledge.embeddings.local import LocalEmbedder

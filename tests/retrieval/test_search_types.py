@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 
 from retrieval.search.types import (
+    Hit,
     KeywordSummary,
     KnowledgeBaseTrace,
     RerankTrace,
     SearchFilters,
     Trace,
     VectorSummary,
+    plain,
 )
 
 
@@ -204,3 +206,24 @@ def test_the_trace_as_json_nests_the_typed_parts():
         "total_ms",
         "results",
     ]
+
+
+def test_plain_is_asdict_without_sharing_a_container():
+    from dataclasses import asdict
+
+    hit = Hit(1, 2, 3, "Pump", "text", 0.5, heading_path=["A", "B"], page=4,
+              metadata={"tags": ["x", {"deep": [1, 2]}], "when": date(2024, 5, 1)})  # fmt: skip
+    trace = Trace(weights={"vector": 0.7}, retrieval_path=["vector"], retry_ladder=[{"rung": "x"}])
+    trace.keyword.detail = {"tokens": ["pump"], "bm25": {"tier": "l1", "segments": (1, 2)}}
+    trace.knowledge_bases = [KnowledgeBaseTrace(7, "Manuals", {"keyword": 1.0}, "query")]
+    for value in (hit, trace, trace.knowledge_bases[0]):
+        assert plain(value) == asdict(value)
+    shape = plain(trace)
+    shape["keyword"]["detail"]["tokens"].append("seal")
+    shape["retry_ladder"][0]["rung"] = "changed"
+    shape["knowledge_bases"][0]["weights"]["vector"] = 1.0
+    assert trace.keyword.detail["tokens"] == ["pump"] and trace.retry_ladder == [{"rung": "x"}]
+    assert trace.knowledge_bases[0].weights == {"keyword": 1.0}
+    shape = hit.to_dict()
+    shape["metadata"]["tags"][1]["deep"].append(3)
+    assert hit.metadata["tags"][1] == {"deep": [1, 2]} and "signals" not in shape
