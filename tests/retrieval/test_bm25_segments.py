@@ -4,6 +4,8 @@ segment list and deletions (pure: no database)."""
 from __future__ import annotations
 
 import math
+import threading
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -152,6 +154,45 @@ def test_recorded_dead_frequencies_spare_the_count_and_a_wrong_record_is_not_tru
         SegmentedIndex(segments, deleted=deleted, dead_frequencies=record[:2])
 
 
+def test_the_writer_takes_new_deletions_from_transposed_postings_once_they_are_built(
+    monkeypatch,
+):
+    corpus = zipf_corpus(2_000, vocab=200, mean_len=15, seed=6)
+    segments = [
+        Segment.build(range(0, 1_500), corpus[:1_500]),
+        Segment.build(range(1_500, 2_000), corpus[1_500:]),
+    ]
+    big = segments[0]
+    positions = np.array([3, 17, 900, 1_499])
+    live = np.ones(len(big), bool)
+    live[positions] = False
+    expected = np.diff(big.offsets) - big.document_frequencies(live)
+    assert big.frequencies_of(positions, wait=False) is None  # not built: a thread builds it
+    deadline = time.monotonic() + 60
+    while big._forward is None and time.monotonic() < deadline:
+        threading.Event().wait(0.01)
+    np.testing.assert_array_equal(big.frequencies_of(positions, wait=False), expected)
+    # A view composed by the writer on the one before: the newly deleted chunks' terms come
+    # from the transposition, no pass over the postings; the scores stay exact.
+    before = SegmentedIndex(segments, deleted=[5, 1_600])
+    deleted = [5, 9, 700, 1_600, 1_601]
+    fresh = SegmentedIndex(segments, deleted=deleted)
+    passes = []
+    real = Segment.document_frequencies
+    monkeypatch.setattr(
+        Segment,
+        "document_frequencies",
+        lambda self, live=None: passes.append(len(self)) or real(self, live),
+    )
+    written = SegmentedIndex(segments, deleted=deleted, previous=before, forward_counts=True)
+    assert passes == [500]  # the small segment, whose transposition was never asked for
+    for query in sample_queries(corpus, 20, seed=6):
+        np.testing.assert_array_equal(written.get_scores(query), fresh.get_scores(query))
+    # Without the flag (a search process, which reads the manifest's record), it counts.
+    SegmentedIndex(segments, deleted=deleted, previous=before)
+    assert passes == [500, 1_500, 500]
+
+
 def test_a_manifest_keeps_its_dead_frequencies_and_one_without_them_still_reads():
     manifest = Manifest(
         version=3,
@@ -256,6 +297,7 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
         self.deleted: set[int] = set()
         self.next_id = 1
         self.view: SegmentedIndex | None = None  # the view of the step before
+        self.written: SegmentedIndex | None = None  # ... as the writer composes them
 
     @rule(docs=st.lists(documents, max_size=6))
     def add_segment(self, docs):
@@ -305,8 +347,14 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
         exact = SegmentedIndex(
             self.segments, deleted=sorted(self.deleted), dead_frequencies=view.dead_frequencies()
         )
-        self.view = followed
-        for other in (followed, from_record, exact):
+        # ... and so does the writer's, from the newly deleted documents' own terms.
+        for segment in self.segments:
+            segment.frequencies_of(np.empty(0, np.int64))  # transposed now, not in a thread
+        written = SegmentedIndex(
+            self.segments, deleted=sorted(self.deleted), previous=self.written, forward_counts=True
+        )
+        self.view, self.written = followed, written
+        for other in (followed, from_record, exact, written):
             assert other.doc_ids.tolist() == view.doc_ids.tolist()
             for query in QUERIES:
                 np.testing.assert_array_equal(other.get_scores(query), view.get_scores(query))
