@@ -16,12 +16,9 @@ arrays and the term list, ``post_docs`` as byte planes (see ``retrieval.bm25.ind
 
 from __future__ import annotations
 
-import contextlib
-import os
 import pickle
 import struct
 import sys
-import threading
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 
@@ -43,7 +40,6 @@ SEGMENT_FORMAT_VERSION = 1
 MAX_SEGMENT_TOKENS = 16_000_000
 _MAGIC = b"BM25SEG\x00"
 _HEADER = struct.Struct("<8sH")
-_FORWARD_LOCK = threading.Lock()
 
 
 class Segment:
@@ -71,9 +67,6 @@ class Segment:
         self.offsets = offsets
         self.post_docs = post_docs
         self.post_tf = post_tf
-        # Each document's terms (see ``frequencies_of``): built on demand, kept.
-        self._forward: tuple[np.ndarray, np.ndarray] | None = None
-        self._forward_started = False
 
     @classmethod
     def build(
@@ -217,59 +210,6 @@ class Segment:
             return df
         terms = np.searchsorted(self.offsets, dead_postings, side="right") - 1
         return df - np.bincount(terms, minlength=len(self.terms))
-
-    def frequencies_of(self, positions: np.ndarray, wait: bool = True) -> np.ndarray | None:
-        """Per local term, how many of the documents at local ``positions`` (unique) hold it,
-        from each document's own terms (the postings transposed: ~1 s per 10M postings to build
-        on a 2-core machine, once, then 4 bytes a posting kept with the segment) instead of a
-        pass over every posting (~40 ms per 10M, each time). Without the transposition built
-        and ``wait`` false: None, and a background thread builds it for the next call. Only
-        the process writing manifests (the Celery worker's build) asks for it: search
-        processes read the frequencies it records."""
-        forward = self._forward
-        if forward is None:
-            if not wait:
-                self._transpose_in_background()
-                return None
-            forward = self._transpose()
-        starts, terms = forward
-        bounds = positions.tolist()
-        held = [terms[starts[p] : starts[p + 1]] for p in bounds]
-        found = np.concatenate(held) if held else np.empty(0, np.int32)
-        return np.bincount(found, minlength=len(self.terms))
-
-    def _transpose(self) -> tuple[np.ndarray, np.ndarray]:
-        """(where each document's terms start, local term ids grouped by document)."""
-        forward = self._forward
-        if forward is not None:
-            return forward
-        order = np.argsort(self.post_docs, kind="stable")
-        term_of_posting = np.repeat(
-            np.arange(len(self.terms), dtype=np.int32), np.diff(self.offsets)
-        )
-        starts = np.zeros(len(self) + 1, np.int64)
-        np.cumsum(np.bincount(self.post_docs, minlength=len(self)), out=starts[1:])
-        forward = (starts, term_of_posting[order])
-        with _FORWARD_LOCK:
-            if self._forward is None:
-                self._forward = forward
-            return self._forward
-
-    def _transpose_in_background(self) -> None:
-        with _FORWARD_LOCK:
-            if self._forward_started:
-                return
-            self._forward_started = True
-        threading.Thread(target=self._transpose_idly, name="bm25-transpose", daemon=True).start()
-
-    def _transpose_idly(self) -> None:
-        """The transposition at the lowest CPU priority: a few seconds of CPU for a full-size
-        segment, which on a busy machine would otherwise be taken from the searches (the
-        first ``bench churn`` run with it at normal priority served a third of its searches in
-        the 10 s it ran). Linux sets a nice value per thread; elsewhere it runs as it is."""
-        with contextlib.suppress(AttributeError, OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        self._transpose()
 
     def postings_of(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         """(local document positions, term frequencies) of a term, or None if absent."""

@@ -55,7 +55,6 @@ _CACHE_MIN_POSTINGS = 2048
 _ENTRY_OVERHEAD = 256  # two array headers and the LRU's slot, roughly
 _Part = tuple[np.ndarray, np.ndarray]  # a term's global positions (ascending), contributions
 _Dead = tuple[np.ndarray, np.ndarray]  # a segment's local term ids, deleted documents holding each
-_Counts = tuple[np.ndarray | None, np.ndarray]  # a segment's live mask (None: all) and frequencies
 _MAX_STALE_FRACTION = 0.25  # of the vocabulary, before a view stops reusing the one before
 
 
@@ -71,7 +70,6 @@ class SegmentedIndex:
         deleted_per_segment: Sequence[np.ndarray] | None = None,
         previous: SegmentedIndex | None = None,
         dead_frequencies: Sequence[_Dead | None] | None = None,
-        forward_counts: bool = False,
     ) -> None:
         """``previous``: a view this one follows (the same knowledge base one version before).
         When every segment of it is still here (a delta: segments only added, deletions only
@@ -87,14 +85,7 @@ class SegmentedIndex:
         deletions reports (the manifest carries them, see ``retrieval.bm25store.manifest``).
         A segment whose deletions changed then has its document frequencies from its own
         postings counts minus those, instead of one pass over all its postings (~40 ms per
-        change for a full-size segment on a 2-core machine, paid by every process).
-
-        ``forward_counts``: for the writer of the manifest, which has no record to read yet (the
-        Celery worker's build composes the view whose frequencies it records). A segment of
-        ``previous`` whose deletions only grew then has its document frequencies from
-        ``previous``'s minus those of the newly deleted documents, read from the segment's
-        transposed postings (``Segment.frequencies_of``) once a background thread has built
-        them; until then, counted as before."""
+        change for a full-size segment on a 2-core machine, paid by every process)."""
         self.params = params = params or BM25Params()
         self.segments = tuple(segments)
         self.deleted = np.unique(np.asarray(deleted, dtype=np.int64))
@@ -127,10 +118,7 @@ class SegmentedIndex:
             if counts is None:
                 live = self._live_of(segment, i)
                 dead = dead_frequencies[i] if dead_frequencies is not None else None
-                df = None
-                if forward_counts and dead is None and i in reused:
-                    df = _grown_frequencies(segment, live, reused[i][2])
-                counts = (live, df if df is not None else _live_frequencies(segment, live, dead))
+                counts = (live, _live_frequencies(segment, live, dead))
             lives.append(counts[0])
             dfs.append(counts[1])
         self._dead: np.ndarray | None = None
@@ -158,7 +146,7 @@ class SegmentedIndex:
         self._local_to_global: list[np.ndarray] = []
         self._df_parts: list[np.ndarray] = []
         for i, (segment, df) in enumerate(zip(self.segments, dfs, strict=True)):
-            local_to_global = reused[i][0] if i in reused else None
+            local_to_global, _ = reused.get(i, (None, None))
             if local_to_global is None:
                 local_to_global = np.fromiter(
                     (self._vocab.setdefault(t, len(self._vocab)) for t in segment.terms),
@@ -482,11 +470,10 @@ def _reusable(
     previous: SegmentedIndex | None,
     segments: tuple[Segment, ...],
     segment_deleted: list[np.ndarray],
-) -> dict[int, tuple[np.ndarray, _Counts | None, _Counts | None]]:
+) -> dict[int, tuple[np.ndarray, tuple[np.ndarray | None, np.ndarray] | None]]:
     """Per position of ``segments``, what ``previous`` composed for the same segment object:
-    its local-to-global term ids, its (live mask, document frequencies) when the segment's
-    deletions are the same (else None: counted again), and the same when they only grew (else
-    None). The new view keeps ``previous``'s
+    its local-to-global term ids, and its (live mask, document frequencies) when the segment's
+    deletions are the same (else None: counted again). The new view keeps ``previous``'s
     vocabulary and ids (segments it had and this one has not leave terms without a live
     document behind). Empty when no segment is shared, or when a quarter of ``previous``'s
     vocabulary is such terms already: the view is then composed afresh."""
@@ -500,13 +487,10 @@ def _reusable(
         before = at.get(id(segment))
         if before is None:
             continue
-        counts = grown = None
-        had = (previous._lives[before], previous._df_parts[before])
+        counts = None
         if np.array_equal(segment_deleted[position], previous._segment_deleted[before]):
-            counts = had
-        elif np.isin(previous._segment_deleted[before], segment_deleted[position]).all():
-            grown = had  # deletions only added: what the newly deleted documents hold is the change
-        reused[position] = (previous._local_to_global[before], counts, grown)
+            counts = (previous._lives[before], previous._df_parts[before])
+        reused[position] = (previous._local_to_global[before], counts)
     return reused
 
 
@@ -549,22 +533,6 @@ def _entry_bytes(entry: tuple[np.ndarray, np.ndarray]) -> int:
     return weights.nbytes + owned + _ENTRY_OVERHEAD
 
 
-def _grown_frequencies(
-    segment: Segment, live: np.ndarray | None, before: _Counts | None
-) -> np.ndarray | None:
-    """``segment``'s live document frequencies from those of a view with fewer of its
-    documents deleted (``before``: that view's live mask and frequencies), less what the newly
-    deleted documents hold; None when the segment's transposed postings are not built yet."""
-    if before is None or live is None:
-        return None
-    live_before, df_before = before
-    newly = np.flatnonzero(~live if live_before is None else live_before & ~live)
-    if not newly.size:
-        return df_before
-    held = segment.frequencies_of(newly, wait=False)
-    return None if held is None else df_before - held
-
-
 def _live_frequencies(segment: Segment, live: np.ndarray | None, dead: _Dead | None) -> np.ndarray:
     """Per local term of ``segment``, how many of its documents marked ``live`` hold it; from
     ``dead`` (local term ids, deleted documents holding each) when given and consistent, else
@@ -595,9 +563,11 @@ def _floored_idf_live(df: np.ndarray, n: int, epsilon: float) -> np.ndarray:
     by epsilon * their mean raw idf. Entries of terms without a live posting are never read.
 
     The mean is summed per distinct document frequency, in ascending order, not term by term:
-    the same in the last bit whatever order the vocabulary is in, so views of the same
-    documents composed along different paths (afresh, on a previous view, after a merge)
-    score identically."""
+    the same to the last bit whatever order the vocabulary is in, so views of the same
+    documents composed along different paths (afresh, on a previous view, after a merge) score
+    identically. Summed term by term, a view composed on the one before after a merge (whose
+    vocabulary keeps the order it grew in) could differ from a fresh one by an ulp, which the
+    stateful exactness test, comparing them bit for bit, found."""
     idf = np.zeros(df.size, dtype=np.float64)
     present = df > 0
     if not present.any():

@@ -161,21 +161,16 @@ def compose(
     segments: dict[str, Segment],
     signature: str = "",
     previous: View | None = None,
-    writer: bool = False,
 ) -> View:
     """The view of ``manifest``; ``previous`` (an older view of the same knowledge base)
     lends what it composed for the segments both hold, and the manifest's dead frequencies
-    spare a count over the postings of a segment with new deletions (``SegmentedIndex``).
-    ``writer``: composed by the process writing ``manifest``, which has no such record yet
-    and takes the newly deleted documents' terms from the segments instead
-    (``SegmentedIndex``'s ``forward_counts``)."""
+    spare a count over the postings of a segment with new deletions (``SegmentedIndex``)."""
     ordered = [segments[key] for key in manifest.keys]
     index = SegmentedIndex(
         ordered,
         deleted_per_segment=manifest.deletions(),
         previous=previous.index if previous is not None else None,
         dead_frequencies=manifest.dead_frequencies(),
-        forward_counts=writer,
     )
     return View(manifest, {key: segments[key] for key in manifest.keys}, index, signature)
 
@@ -594,9 +589,7 @@ class BM25Store:
         if base is not None and not built.full:
             segments |= base.segments
             previous = base
-        view, payload = _sealed_view(
-            identity, compose(built.manifest, segments, "", previous, writer=True)
-        )
+        view, payload = _sealed_view(identity, compose(built.manifest, segments, "", previous))
         self.l3.put(kb.tenant_id, kb.pk, view.manifest, payload)
         self.l2.put(identity, view.version, payload)
         return view
