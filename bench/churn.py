@@ -192,7 +192,7 @@ def _searchers(tenant, kb, options: dict[str, Any]):
         service = RAGService(tenant)
 
         def in_process() -> Search:
-            def search(query: str, mode: str, top_k: int = 5) -> list[int]:
+            def search(query: str, mode: str, top_k: int = 5) -> tuple[list[int], float]:
                 found = service.search(query, kb.pk, mode=mode, top_k=top_k)
                 return [hit.document_id for hit in found.hits], found.trace.total_ms
 
@@ -215,7 +215,7 @@ def _searchers(tenant, kb, options: dict[str, Any]):
         local = threading.local()
 
         def over_http() -> Search:
-            def search(query: str, mode: str, top_k: int = 5) -> list[int]:
+            def search(query: str, mode: str, top_k: int = 5) -> tuple[list[int], float]:
                 client = getattr(local, "client", None)
                 if client is None:
                     client = local.client = httpx.Client(
