@@ -573,11 +573,12 @@ def _floored_idf_live(df: np.ndarray, n: int, epsilon: float) -> np.ndarray:
     if not present.any():
         return idf
     live_df = df[present]
-    raw = np.log(n - live_df + 0.5) - np.log(live_df + 0.5)
-    terms_with = np.bincount(live_df)
+    terms_with = np.bincount(live_df)  # how many terms have each document frequency
     distinct = np.flatnonzero(terms_with)
-    per_df = np.log(n - distinct + 0.5) - np.log(distinct + 0.5)
-    mean = float((per_df * terms_with[distinct]).sum()) / live_df.size
+    by_df = np.zeros(terms_with.size, dtype=np.float64)
+    by_df[distinct] = np.log(n - distinct + 0.5) - np.log(distinct + 0.5)
+    mean = float((by_df[distinct] * terms_with[distinct]).sum()) / live_df.size
+    raw = by_df[live_df]  # each term's raw idf, computed once per distinct frequency
     raw[raw < 0] = epsilon * mean
     idf[present] = raw
     return idf

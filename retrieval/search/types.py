@@ -235,12 +235,16 @@ def plain(value: Any) -> Any:
         return {key: plain(item) for key, item in value.items()}
     if isinstance(value, tuple):
         return tuple(plain(item) for item in value)
+    if not hasattr(type(value), "__dataclass_fields__"):
+        return value
+    return {name: plain(getattr(value, name)) for name in _field_names(value)}
+
+
+def _field_names(value: Any) -> tuple[str, ...]:
     names = _FIELD_NAMES.get(type(value))
     if names is None:
-        if not hasattr(type(value), "__dataclass_fields__"):
-            return value
         names = _FIELD_NAMES.setdefault(type(value), tuple(f.name for f in fields(value)))
-    return {name: plain(getattr(value, name)) for name in names}
+    return names
 
 
 def elapsed_ms(started: float) -> float:
@@ -359,7 +363,13 @@ class Trace:
     results: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return plain(self) | {
-            "rerank": self.rerank.to_dict(),
-            "knowledge_bases": [kb.to_dict() for kb in self.knowledge_bases],
+        # The two parts with shapes of their own are given them in their places, not
+        # converted twice.
+        own = {
+            "rerank": self.rerank.to_dict,
+            "knowledge_bases": lambda: [kb.to_dict() for kb in self.knowledge_bases],
+        }
+        return {
+            name: own[name]() if name in own else plain(getattr(self, name))
+            for name in _field_names(self)
         }
