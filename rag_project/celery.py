@@ -11,7 +11,7 @@ import logging
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, worker_process_init
+from celery.signals import celeryd_init, task_postrun, worker_process_init
 
 from rag_project import broker
 
@@ -23,6 +23,16 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 logger = logging.getLogger(__name__)
+
+
+@celeryd_init.connect
+def _lower_priority(**kwargs) -> None:
+    """``WORKER_NICE``: the worker yields the CPU to the web processes it shares it with (a
+    prefork pool's children inherit it)."""
+    from django.conf import settings
+
+    if settings.WORKER_NICE > 0:
+        os.nice(min(settings.WORKER_NICE, 19))
 
 
 @worker_process_init.connect

@@ -6,9 +6,9 @@ one, and a server restarted under a running web process is found again on its ne
 """
 
 from django.conf import settings
-from django.db.backends.postgresql import base
 
 from rag_project import embedded
+from rag_project.postgresql import base
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

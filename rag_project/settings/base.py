@@ -75,7 +75,7 @@ TEMPLATES = [
 # started on first connection by the `embedded_postgresql` backend.
 if env.str("DATABASE_URL", default=""):
     DATABASES = {"default": env.db("DATABASE_URL")}
-    DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+    DATABASES["default"]["ENGINE"] = "rag_project.postgresql"
     DATABASE_EMBEDDED = False
 else:
     DATABASES = {
@@ -87,14 +87,15 @@ else:
     }
     DATABASE_EMBEDDED = True
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
-# A connection that died with a restarted server is replaced instead of failing a request.
+# A connection that died with a restarted server is replaced instead of failing a request;
+# the backend (rag_project.postgresql) checks without a round trip when the socket is quiet.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # DATABASE_REPLICA_URL: a streaming replica of that database, read by searches only, never by
 # a write path (retrieval/replica.py says why there is no router; docs/scaling.md). Its
 # sessions are read-only, so a write sent there by mistake fails instead of diverging.
 if env.str("DATABASE_REPLICA_URL", default=""):
     DATABASES["replica"] = env.db("DATABASE_REPLICA_URL")
-    DATABASES["replica"]["ENGINE"] = "django.db.backends.postgresql"
+    DATABASES["replica"]["ENGINE"] = "rag_project.postgresql"
     _replica_options = DATABASES["replica"].setdefault("OPTIONS", {})
     _replica_options["options"] = " ".join(
         filter(None, ["-c default_transaction_read_only=on", _replica_options.get("options")])
@@ -142,6 +143,13 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # long tasks: do not hoard work another worker could do
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="rag")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# A Celery worker lowers its CPU priority by this many nice steps when it starts (0: as the web
+# processes; at most 19): where it shares cores with web processes, the searches beside a
+# change come first and its processing and index builds fill the time they leave. At 5 a
+# worker busy beside two saturated web processes still gets about a seventh of the CPU
+# (CFS weights 335 against 1024 each), which kept up with one upload and one deletion a second
+# at 300k chunks; at 10 (weight 110) it fell behind on merges (docs/performance.md).
+WORKER_NICE = env.int("WORKER_NICE", default=5)
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-documents": {
@@ -284,6 +292,10 @@ BM25_STALE_WAIT_S = env.float("BM25_STALE_WAIT_S", default=1.0)
 # embedding uploads and merging, reached a build 2.3-3.2 s late in most `bench churn` runs
 # with 5 s (docs/performance.md, session 9).
 BM25_DEFER_BUILD_S = env.float("BM25_DEFER_BUILD_S", default=1.0)
+# Meanwhile a search process asks L2 and L3 for the new version at most this often (each ask
+# is a Redis and a PostgreSQL round trip; 0: every search asks), so it finds the stored version
+# at most this much later.
+BM25_RECHECK_S = env.float("BM25_RECHECK_S", default=0.05)
 # Segments a merge folded away are deleted from L3 this long after (a build that started from
 # the older manifest may still name them).
 BM25_SEGMENT_GRACE_S = env.float("BM25_SEGMENT_GRACE_S", default=600.0)

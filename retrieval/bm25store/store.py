@@ -107,6 +107,7 @@ class BM25StoreConfig:
     stale_wait_s: float = 1.0
     segment_grace_s: float = 600.0
     defer_build_s: float = 0.0
+    recheck_s: float = 0.0
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> BM25StoreConfig:
@@ -119,6 +120,7 @@ class BM25StoreConfig:
             "stale_wait_s": settings.BM25_STALE_WAIT_S,
             "segment_grace_s": settings.BM25_SEGMENT_GRACE_S,
             "defer_build_s": settings.BM25_DEFER_BUILD_S,
+            "recheck_s": settings.BM25_RECHECK_S,
         }
         return cls(**(values | overrides))
 
@@ -226,6 +228,8 @@ class BM25Store:
         self._flights_lock = threading.Lock()
         # kb id -> (version of the view held, when a newer version was first asked for)
         self._outdated: dict[int, tuple[int, float]] = {}
+        # kb id -> (version L2 and L3 were last found without, when)
+        self._missing: dict[int, tuple[int, float]] = {}
 
     @property
     def build_count(self) -> int:
@@ -293,9 +297,14 @@ class BM25Store:
             hit = self._l1_get(attempt)  # another thread's work
             if hit is not None:
                 return self._handle(attempt, Tier.L1, hit)
+            held = self._deferring_without_asking(attempt, allow_stale)
+            if held is not None:
+                return self._handle(attempt, Tier.L1, held, stale=True, deferred=True)
             found = self._from_lower_tiers(attempt)
             if found is not None:
                 return found
+            with self._flights_lock:
+                self._missing[knowledge_base.pk] = (attempt.current, time.monotonic())
             return self._build_or_wait(attempt, allow_stale)
         finally:
             flight.release()
@@ -497,6 +506,24 @@ class BM25Store:
             found = self._poll(attempt)
             if found is not None:
                 return found
+
+    def _deferring_without_asking(self, attempt: _Attempt, allow_stale: bool) -> View | None:
+        """The older view to answer from, without asking L2 and L3 for the current version,
+        when they were found without it less than ``BM25_RECHECK_S`` ago and the build is
+        still left to the worker; else None.
+
+        Between a change and the worker storing its version (a few hundred milliseconds), every
+        search of every process would otherwise ask Redis and PostgreSQL for a manifest that is
+        not there yet, two round trips each, and answer from the view it holds all the same.
+        The cost of asking less often: the new version is picked up at most ``recheck_s``
+        after it is stored."""
+        if not allow_stale or self.config.recheck_s <= 0:
+            return None
+        with self._flights_lock:
+            version, when = self._missing.get(attempt.knowledge_base.pk, (-1, 0.0))
+        if version != attempt.current or time.monotonic() - when >= self.config.recheck_s:
+            return None
+        return self._deferring_to(attempt)
 
     def _deferring_to(self, attempt: _Attempt) -> View | None:
         """The older view this process holds, while the build of a newer version is left to

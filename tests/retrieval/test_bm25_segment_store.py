@@ -245,7 +245,7 @@ def test_a_search_process_leaves_the_build_after_a_change_to_the_worker(store, k
     building or taking the build lock; once the worker has stored the new version, the next
     search loads just its new segment."""
     add_document(kb, "a.md", doc(1))
-    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S))
+    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S, recheck_s=0))
     try:
         old = web.get(kb)
         add_document(kb, "b.md", doc(2))
@@ -262,6 +262,52 @@ def test_a_search_process_leaves_the_build_after_a_change_to_the_worker(store, k
         assert (current.tier, current.loaded_segments, current.stale) == (Tier.L2, 1, False)
         assert (web.build_count, web.delta_count) == (1, 0) and hits(current, "marker2") != []
         assert_exact(kb, current)
+    finally:
+        web.l2.client.close()
+
+
+def test_while_deferring_a_search_process_asks_the_lower_tiers_at_most_every_recheck_s(
+    store, kb
+):
+    """Searches after the first that found L2 and L3 without the new version answer from the
+    held view without asking again for ``recheck_s``: the worker's stored version is picked
+    up by the first search after that, not before."""
+    add_document(kb, "a.md", doc(1))
+    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S, recheck_s=CEILING_S))
+    try:
+        old = web.get(kb)
+        add_document(kb, "b.md", doc(2))
+        assert web.get(kb).deferred  # asked L2 and L3: not there yet
+        assert store.warm(kb).built == "delta"  # stored now
+        again = web.get(kb)  # within recheck_s: not asked
+        assert again.deferred and again.version == old.version < again.asked_version
+        assert hits(again, "marker2") == []
+        add_document(kb, "c.md", doc(3))  # another version: asked at once
+        assert store.warm(kb).built == "delta"
+        current = web.get(kb)
+        assert (current.tier, current.stale) == (Tier.L2, False)
+        assert hits(current, "marker3") != [] and hits(current, "marker2") != []
+    finally:
+        web.l2.client.close()
+
+
+def test_a_stored_version_is_found_once_recheck_s_has_passed(store, kb):
+    add_document(kb, "a.md", doc(1))
+    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S, recheck_s=0.2))
+    try:
+        web.get(kb)
+        add_document(kb, "b.md", doc(2))
+        began = time.monotonic()
+        assert web.get(kb).deferred
+        assert store.warm(kb).built == "delta"
+        deadline = began + CEILING_S
+        handle = web.get(kb)
+        while handle.stale and time.monotonic() < deadline:
+            time.sleep(0.01)
+            handle = web.get(kb)
+        assert (handle.tier, handle.stale) == (Tier.L2, False)
+        assert time.monotonic() - began >= 0.2
+        assert hits(handle, "marker2") != []
     finally:
         web.l2.client.close()
 
