@@ -266,9 +266,7 @@ def test_a_search_process_leaves_the_build_after_a_change_to_the_worker(store, k
         web.l2.client.close()
 
 
-def test_while_deferring_a_search_process_asks_the_lower_tiers_at_most_every_recheck_s(
-    store, kb
-):
+def test_while_deferring_a_search_process_asks_the_lower_tiers_at_most_every_recheck_s(store, kb):
     """Searches after the first that found L2 and L3 without the new version answer from the
     held view without asking again for ``recheck_s``: the worker's stored version is picked
     up by the first search after that, not before."""
