@@ -146,9 +146,10 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # A Celery worker lowers its CPU priority by this many nice steps when it starts (0: as the web
 # processes; at most 19): where it shares cores with web processes, the searches beside a
 # change come first and its processing and index builds fill the time they leave. At 5 a
-# worker busy beside two saturated web processes still gets about a seventh of the CPU
-# (CFS weights 335 against 1024 each), which kept up with one upload and one deletion a second
-# at 300k chunks; at 10 (weight 110) it fell behind on merges (docs/performance.md).
+# worker busy beside two saturated web processes on 2 cores still gets ~0.28 cores (CFS
+# weights 335 against 1024 each), which kept up with one upload and one deletion a second at
+# 300k chunks; at 10 (weight 110) it fell behind on merges (docs/performance.md). Nice orders
+# processes within one scheduling group (docs/configuration.md).
 WORKER_NICE = env.int("WORKER_NICE", default=5)
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = {

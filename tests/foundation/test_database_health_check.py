@@ -4,6 +4,8 @@ quiet idle connection, Django's ``SELECT 1`` (and a new connection) for one the 
 import pytest
 from django.db import connection
 
+from tests.conftest import wait_until
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -20,10 +22,18 @@ def _last_query_of(pid: int) -> str:
 
 
 def _terminate(pid: int) -> None:
+    """Ends backend ``pid`` as a restarted server would, and returns once it has gone (it has
+    sent its goodbye by then)."""
     other = connection.copy()
     try:
         with other.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+            def gone() -> bool:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
+                return cursor.fetchone()[0] == 0
+
+            wait_until(gone, f"backend {pid} to end")
     finally:
         other.close()
 
