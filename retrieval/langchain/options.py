@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from retrieval.search.types import SearchMode
 
@@ -39,6 +39,10 @@ class BaseKnowledgeBaseRetriever(BaseRetriever):
     """Not the cross-encoder (``rerank``): true fuses both legs over 3x candidates, false
     returns the vector leg's results only."""
 
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    """A misspelt option is an error, not a default silently kept; errors do not echo the
+    arguments (an API key among them)."""
+
     option_names: ClassVar[tuple[str, ...]] = (
         "k",
         "mode",
@@ -54,9 +58,12 @@ class BaseKnowledgeBaseRetriever(BaseRetriever):
 
     @model_validator(mode="before")
     @classmethod
-    def _one_knowledge_base(cls, values: Any) -> Any:
-        if isinstance(values, dict) and "knowledge_base_id" in values:
-            values = dict(values)
+    def _aliases(cls, values: Any) -> Any:
+        """``knowledge_base_id=`` for one knowledge base; ``top_k=`` for ``k``."""
+        if not isinstance(values, dict):
+            return values
+        values = _k_for_top_k(values, ValueError)
+        if "knowledge_base_id" in values:
             if "knowledge_base_ids" in values:
                 raise ValueError("give knowledge_base_id or knowledge_base_ids, not both")
             values["knowledge_base_ids"] = [values.pop("knowledge_base_id")]
@@ -64,10 +71,22 @@ class BaseKnowledgeBaseRetriever(BaseRetriever):
 
     def search_options(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """The options of one search: the fields overridden by the call's keywords, ``k`` as
-        ``top_k``, unset ones left out. Raises TypeError for an unknown option."""
+        ``top_k``, unset ones left out. Raises TypeError for an unknown option.
+        ``top_k`` (the REST API's name) is taken for ``k``."""
+        overrides = _k_for_top_k(overrides, TypeError)
         unknown = set(overrides) - set(self.option_names)
         if unknown:
             raise TypeError(f"unknown search options: {', '.join(sorted(unknown))}")
         values = {name: getattr(self, name) for name in self.option_names} | dict(overrides)
         values["top_k"] = values.pop("k")
         return {name: value for name, value in values.items() if value is not None}
+
+
+def _k_for_top_k(options: Mapping[str, Any], error: type[Exception]) -> dict[str, Any]:
+    """``options`` with ``top_k`` renamed ``k``; both at once raise ``error``."""
+    options = dict(options)
+    if "top_k" in options:
+        if "k" in options:
+            raise error("give k or top_k (the same option), not both")
+        options["k"] = options.pop("top_k")
+    return options

@@ -6,7 +6,7 @@ import socket
 from datetime import UTC, datetime
 
 import pytest
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 from rag_kb_client.errors import (
     AuthenticationFailed,
     InvalidSearch,
@@ -122,6 +122,23 @@ def test_the_request_is_the_api_contract(scripted):
         "explain": False,
     }
     assert "rag_secret" not in repr(retriever)
+
+
+def test_top_k_is_taken_for_k_and_a_misspelt_option_is_refused(scripted):
+    scripted.script = [Scripted(200, body=RESULTS), Scripted(200, body=RESULTS)]
+    retriever = remote(scripted, top_k=3)
+    assert retriever.k == 3
+    retriever.invoke("seal")
+    retriever.invoke("seal", top_k=2)
+    assert [json.loads(r["body"])["top_k"] for r in scripted.requests] == [3, 2]
+    with pytest.raises(ValidationError, match="topk") as refused:
+        remote(scripted, api_key="rag_do_not_echo", topk=3)
+    assert "rag_do_not_echo" not in str(refused.value)
+    with pytest.raises(ValidationError, match="k or top_k"):
+        remote(scripted, k=3, top_k=3)
+    with pytest.raises(TypeError, match="k or top_k"):
+        retriever.invoke("seal", k=1, top_k=1)
+    assert len(scripted.requests) == 2
 
 
 def error(status: int, code: str, message: str, **headers) -> Scripted:

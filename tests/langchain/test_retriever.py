@@ -7,6 +7,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 from langchain_core.vectorstores import VectorStoreRetriever
+from pydantic import ValidationError
 
 from retrieval.langchain import KnowledgeBaseRetriever, KnowledgeBaseVectorStore, get_retriever
 from retrieval.search import InvalidSearch, KnowledgeBaseNotFound, RAGService
@@ -80,8 +81,19 @@ def test_options_can_be_given_per_call(manuals):
     assert shape(documents) == expected(manuals.tenant, [manuals.pk], top_k=1, mode="keyword")
     with pytest.raises(TypeError, match="unknown search options: top_n"):
         retriever.invoke(QUERY, top_n=3)
+    assert shape(retriever.invoke(QUERY, top_k=1)) == shape(retriever.invoke(QUERY, k=1))
     with pytest.raises(InvalidSearch, match="mode must be one of"):
         retriever.invoke(QUERY, mode="semantic")
+
+
+def test_top_k_is_taken_for_k_and_a_misspelt_option_is_refused(manuals):
+    tenant, kb = manuals.tenant, manuals.pk
+    by_top_k = KnowledgeBaseRetriever(tenant=tenant, knowledge_base_id=kb, top_k=2)
+    assert by_top_k.k == 2 and shape(by_top_k.invoke(QUERY)) == expected(tenant, [kb], top_k=2)
+    with pytest.raises(ValidationError, match="topk"):
+        KnowledgeBaseRetriever(tenant=tenant, knowledge_base_id=kb, topk=2)
+    with pytest.raises(ValidationError, match="k or top_k"):
+        KnowledgeBaseRetriever(tenant=tenant, knowledge_base_id=kb, k=2, top_k=2)
 
 
 def test_metadata_and_date_filters(manuals):

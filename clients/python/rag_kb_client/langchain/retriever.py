@@ -21,7 +21,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field, SecretStr, model_validator
+from pydantic import ConfigDict, Field, SecretStr, model_validator
 
 from rag_kb_client.client import AsyncClient, Client
 from rag_kb_client.langchain.documents import hit_to_document
@@ -58,6 +58,10 @@ class RemoteKnowledgeBaseRetriever(BaseRetriever):
     """Not the cross-encoder (``rerank``): true fuses both legs over 3x candidates, false
     returns the vector leg's results only."""
 
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    """A misspelt option is an error, not a default silently kept; errors do not echo the
+    arguments (an API key among them)."""
+
     option_names: ClassVar[tuple[str, ...]] = (
         "k",
         "mode",
@@ -73,9 +77,12 @@ class RemoteKnowledgeBaseRetriever(BaseRetriever):
 
     @model_validator(mode="before")
     @classmethod
-    def _one_knowledge_base(cls, values: Any) -> Any:
-        if isinstance(values, dict) and "knowledge_base_id" in values:
-            values = dict(values)
+    def _aliases(cls, values: Any) -> Any:
+        """``knowledge_base_id=`` for one knowledge base; ``top_k=`` for ``k``."""
+        if not isinstance(values, dict):
+            return values
+        values = _k_for_top_k(values, ValueError)
+        if "knowledge_base_id" in values:
             if "knowledge_base_ids" in values:
                 raise ValueError("give knowledge_base_id or knowledge_base_ids, not both")
             values["knowledge_base_ids"] = [values.pop("knowledge_base_id")]
@@ -83,7 +90,9 @@ class RemoteKnowledgeBaseRetriever(BaseRetriever):
 
     def search_options(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """The options of one search: the fields overridden by the call's keywords, ``k`` as
-        ``top_k``, unset ones left out. Raises TypeError for an unknown option."""
+        ``top_k``, unset ones left out. Raises TypeError for an unknown option.
+        ``top_k`` (the REST API's name) is taken for ``k``."""
+        overrides = _k_for_top_k(overrides, TypeError)
         unknown = set(overrides) - set(self.option_names)
         if unknown:
             raise TypeError(f"unknown search options: {', '.join(sorted(unknown))}")
@@ -117,6 +126,16 @@ class RemoteKnowledgeBaseRetriever(BaseRetriever):
             "knowledge_base_ids": list(self.knowledge_base_ids),
             "explain": self.explain,
         }
+
+
+def _k_for_top_k(options: Mapping[str, Any], error: type[Exception]) -> dict[str, Any]:
+    """``options`` with ``top_k`` renamed ``k``; both at once raise ``error``."""
+    options = dict(options)
+    if "top_k" in options:
+        if "k" in options:
+            raise error("give k or top_k (the same option), not both")
+        options["k"] = options.pop("top_k")
+    return options
 
 
 def _documents(result: SearchResult) -> list[Document]:
