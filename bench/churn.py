@@ -24,7 +24,8 @@ sets the pace). Then:
 - for S seconds, the same 8 clients (``--clients``) search (hybrid, queries drawn from the
   corpus, each as fast as answers come) while every 1/R seconds one new document (with a
   unique marker word) is uploaded through the upload service and one of the original
-  documents deleted through the delete service;
+  documents deleted through the delete service, by a process of their own
+  (``bench.churn_writer``: not the clients' interpreter, whose lock they would hold);
 - a probe searches (keyword, the same way as the clients) for the marker of every document
   once it is ``ready`` and records the time from its ``processed_at`` (the moment it became
   ready) to the first search that returns it: ``visible_*``.
@@ -39,16 +40,17 @@ a web process (``process_rss_bytes``; each one's in ``web_rss_bytes``) and the b
 matrices held on the host (``host_vector_bytes``: the host files every web process maps, plus
 with ``--serve threads`` what this process holds privately), and where the CPU went in each
 phase (``bench.cpu``): ``cpu_cores`` of the web processes, the worker, PostgreSQL, Redis and
-the clients (this process, with ``--serve gunicorn``), and ``web_cpu_ms_per_search``. The
+the clients (this process, with ``--serve gunicorn``) and the writer, and
+``web_cpu_ms_per_search``. The
 tenant and its rows are removed at the end (``bench.throwaway``).
 """
 
 from __future__ import annotations
 
-import io
 import os
 import secrets
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -68,7 +70,7 @@ from django.utils import timezone
 from bench import corpus
 from bench.cpu import CpuClock, postgres_server_pid, wait_until_idle
 from bench.hostmem import gunicorn_workers
-from bench.ingest import _workers
+from bench.ingest import REPO, _workers, child_environment
 from bench.load import gunicorn_process
 from bench.search import (
     VECTORS,
@@ -80,7 +82,6 @@ from bench.search import (
 )
 from bench.throwaway import throwaway_tenants
 from knowledge.models import Document
-from knowledge.services.documents import create_document, delete_document
 from knowledge.services.knowledge_bases import create_knowledge_base
 from rag_project.redis_clients import shared_client
 from retrieval.bm25store import get_store
@@ -152,18 +153,19 @@ def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
             first = time.perf_counter()
             searcher()(queries[0], "hybrid", 5)  # the cold load, not measured below
             cold_ms = (time.perf_counter() - first) * 1000
-            with _workers(options["workers"]) as workers:
+            with _workers(options["workers"]) as workers, _writer(kb, options) as writer:
                 cpu = CpuClock.of_processes(
                     web=web_pids,
                     worker=[worker.pid for worker in workers],
                     database=postgres_server_pid(connection),
                     clients=os.getpid() if options["serve"] == "gunicorn" else None,
+                    writer=writer.pid,
                     redis_client=shared_client(settings.REDIS_URL),
                 )
                 # The quiet phase is the peer of a steady deployment: not the worker's warm-up
                 # (loading the model and indexes took ~0.6 cores for seconds).
                 worker_warm_s = wait_until_idle(cpu.parts["worker"])
-                run = _Run(searcher, kb, queries, options, web_pids, cpu)
+                run = _Run(searcher, kb, queries, options, web_pids, cpu, writer)
                 result = run.go() | {"worker_warm_s": worker_warm_s}
         result |= {
             "chunks": n,
@@ -263,12 +265,44 @@ def _queries(
     return queries, sources
 
 
+@contextmanager
+def _writer(kb, options: dict[str, Any]):
+    """``bench.churn_writer``'s process for ``kb``, started and ready (Django loaded, its
+    victims chosen); ended at the end of the block."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.churn_writer", str(kb.pk), str(options["seed"])],
+        cwd=REPO,
+        env=child_environment(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        if process.stdout.readline().strip() != "ready":
+            raise CommandError(f"the churn writer did not start (exit status {process.wait()})")
+        yield process
+    finally:
+        process.stdin.close()  # a writer that never got "go" exits on it
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class _Run:
     def __init__(
-        self, searcher, kb, queries: list[str], options: dict[str, Any], web_pids, cpu: CpuClock
+        self,
+        searcher,
+        kb,
+        queries: list[str],
+        options: dict[str, Any],
+        web_pids,
+        cpu: CpuClock,
+        writer: subprocess.Popen,
     ):
         self.searcher, self.kb, self.queries, self.options = searcher, kb, queries, options
-        self.web_pids, self.cpu = web_pids, cpu
+        self.web_pids, self.cpu, self.writer = web_pids, cpu, writer
         self.churning = threading.Event()
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -283,11 +317,6 @@ class _Run:
 
     def go(self) -> dict[str, Any]:
         merges_before = _merges(self.kb)
-        old_documents = list(
-            Document.objects.filter(knowledge_base=self.kb)
-            .order_by("id")
-            .values_list("id", flat=True)
-        )
         threads = [
             threading.Thread(target=self._client, args=(i,), daemon=True)
             for i in range(self.options["clients"])
@@ -302,7 +331,7 @@ class _Run:
         self.started = marks[1][0]
         self.churning.set()
         probe.start()
-        uploaded = self._churn(old_documents)
+        uploaded = self._churn()
         marks.append((time.perf_counter(), self.cpu.read()))
         self.stop.set()
         for thread in [*threads, probe]:
@@ -345,32 +374,19 @@ class _Run:
         finally:
             connection.close()
 
-    def _churn(self, old_documents: list[int]) -> int:
-        interval = 1.0 / self.options["docs_per_s"]
-        rng = np.random.default_rng([self.options["seed"], 7])
-        victims = rng.permutation(old_documents).tolist()
-        uploaded = 0
-        next_at = time.perf_counter()
-        end = self.started + self.options["seconds"]
-        while next_at < end:
-            marker = f"zqx{uploaded}k{rng.integers(10**9)}"
-            text = f"# Churn report {uploaded}\n\nThe {marker} inspection found wear.\n"
-            document = create_document(
-                tenant=self.kb.tenant,
-                knowledge_base=self.kb,
-                name=f"churn-{uploaded}.md",
-                stream=io.BytesIO(text.encode()),
-            )
-            with self.lock:
-                self.pending[document.pk] = marker
-            if victims:
-                victim = Document.objects.filter(pk=victims.pop()).first()
-                if victim is not None:
-                    delete_document(tenant=self.kb.tenant, document=victim)
-            uploaded += 1
-            next_at += interval
-            time.sleep(max(0.0, next_at - time.perf_counter()))
-        return uploaded
+    def _churn(self) -> int:
+        """The writer's churn (``bench.churn_writer``), its uploads handed to the probe."""
+        seconds = self.options["seconds"] - (time.perf_counter() - self.started)
+        self.writer.stdin.write(f"go {seconds} {1.0 / self.options['docs_per_s']}\n")
+        self.writer.stdin.flush()
+        for line in self.writer.stdout:
+            kind, *values = line.split()
+            if kind == "uploaded":
+                with self.lock:
+                    self.pending[int(values[0])] = values[1]
+            elif kind == "done":
+                return int(values[0])
+        raise CommandError(f"the churn writer exited ({self.writer.wait()}) before it was done")
 
     def _probe(self) -> None:
         try:

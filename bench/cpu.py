@@ -94,6 +94,7 @@ class CpuClock:
         worker: Iterable[int] = (),
         database: int | None = None,
         clients: int | None = None,
+        writer: int | None = None,
         redis_client=None,
     ) -> CpuClock:
         web, worker = list(web), list(worker)
@@ -104,6 +105,8 @@ class CpuClock:
             parts["database"] = lambda: process_seconds(database, children=True)
         if clients is not None:
             parts["clients"] = lambda: process_seconds(clients)
+        if writer is not None:
+            parts["writer"] = lambda: process_seconds(writer)
         if redis_client is not None:
             parts["redis"] = lambda: redis_seconds(redis_client)
         return cls(parts)

@@ -102,12 +102,9 @@ def _knowledge_base():
         )
 
 
-@contextmanager
-def _workers(count: int):
-    """Start ``count`` worker processes on this deployment's queue; stop them at the end."""
-    from rag_project.celery import app
-
-    prefix = f"bench-ingest-{os.getpid()}-{time.monotonic_ns()}"
+def child_environment() -> dict[str, str]:
+    """The environment of a benchmark's own child process (a Celery worker, ``bench churn``'s
+    writer): this one's, with this process's settings and database named."""
     env = dict(os.environ)
     # override_settings (tests) hides SETTINGS_MODULE; the environment always names it.
     env["DJANGO_SETTINGS_MODULE"] = (
@@ -115,6 +112,16 @@ def _workers(count: int):
     )
     env["RAG_TEST_DB_NAME"] = connection.settings_dict["NAME"]  # read by the test profile only
     env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+@contextmanager
+def _workers(count: int):
+    """Start ``count`` worker processes on this deployment's queue; stop them at the end."""
+    from rag_project.celery import app
+
+    prefix = f"bench-ingest-{os.getpid()}-{time.monotonic_ns()}"
+    env = child_environment()
     command = [sys.executable, "-m", "celery", "-A", "rag_project", "worker", "--pool=solo"]
     command += ["--without-gossip", "--without-mingle", "-l", "warning"]
     command += ["-Q", settings.CELERY_TASK_DEFAULT_QUEUE]

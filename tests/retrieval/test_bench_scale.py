@@ -191,8 +191,10 @@ def test_bench_churn_searches_while_documents_come_and_go(serve, vectors):
     assert len(result["web_rss_bytes"]) == workers and result["process_rss_bytes"] > 0
     assert result["host_vector_bytes"] > 0
     # Where the CPU went, per phase: the web processes served the searches, PostgreSQL and
-    # Redis answered them; the worker processed the uploads; over HTTP the clients are apart.
-    parts = {"web", "worker", "database", "redis"} | ({"clients"} if serve == "gunicorn" else set())
+    # Redis answered them; the writer uploaded and deleted and the worker processed that;
+    # over HTTP the clients are apart.
+    parts = {"web", "worker", "writer", "database", "redis"}
+    parts |= {"clients"} if serve == "gunicorn" else set()
     for phase in ("quiet", "churn"):
         cores = result["cpu_cores"][phase]
         assert set(cores) == parts
@@ -201,6 +203,7 @@ def test_bench_churn_searches_while_documents_come_and_go(serve, vectors):
     # The worker's warm-up is over before the quiet phase: it works in the churn only.
     assert result["worker_warm_s"] >= 0
     assert result["cpu_cores"]["quiet"]["worker"] < result["cpu_cores"]["churn"]["worker"]
+    assert result["cpu_cores"]["quiet"]["writer"] < result["cpu_cores"]["churn"]["writer"]
     assert counts() == before  # the throwaway tenant is gone with its chunks
 
 
