@@ -1,6 +1,8 @@
 """``make run``'s command (manage.py run): Ctrl-C stops everything it started, embedded services
-included, even Redis, which Django's own start-up starts before the command runs."""
+included, even Redis, which Django's own start-up starts before the command runs; and it says
+when the demo knowledge base can be searched, which is later than ``/healthz`` says warm."""
 
+import io
 import shutil
 import signal
 import socket
@@ -11,9 +13,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.core.management.base import OutputWrapper
 
+from knowledge.management.commands.seed_demo import DEMO_KB, DEMO_TENANT
+from knowledge.models import Document
 from rag_project import embedded
+from rag_project.management.commands.run import _DemoProgress
 from tests.conftest import CEILING_S, REPO, subprocess_env, wait_until
+from tests.factories import KnowledgeBaseFactory, TenantFactory, add_document
 
 
 def free_port() -> int:
@@ -62,3 +69,23 @@ def test_ctrl_c_stops_the_web_server_worker_and_the_services_it_started():
             proc.communicate()
         embedded.stop_all(root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.django_db
+def test_the_demo_knowledge_base_is_announced_once_its_documents_are_processed():
+    out = io.StringIO()
+    progress = _DemoProgress(OutputWrapper(out))  # as the command's stdout
+    assert progress.check() and out.getvalue() == ""  # no demo: nothing to wait for
+    kb = KnowledgeBaseFactory(tenant=TenantFactory(name=DEMO_TENANT), name=DEMO_KB)
+    pump = add_document(kb, "pump.md", "# Pump\n\nThe P-100 pump is sealed mechanically.")
+    valve = add_document(kb, "valve.md", "# Valve\n\nThe V-7 gate valve seat leaks.")
+    Document.objects.filter(pk=valve.pk).update(status=Document.Status.EMBEDDING)
+    assert not progress.check() and not progress.check()
+    assert out.getvalue() == "demo documents: 1 of 2 ready\n"  # said once, not every poll
+    Document.objects.filter(pk=pump.pk).update(status=Document.Status.FAILED)
+    Document.objects.filter(pk=valve.pk).update(status=Document.Status.READY)
+    assert progress.check()
+    assert out.getvalue().splitlines()[1:] == [
+        f"demo knowledge base {kb.pk} is searchable (1 document(s) failed: see the admin); "
+        f"a key for it: python manage.py create_api_key --tenant Demo --kb {kb.pk}",
+    ]
