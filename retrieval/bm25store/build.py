@@ -51,15 +51,21 @@ from retrieval.bm25.segment import Segment
 from retrieval.bm25store.fetch import fetch_segments
 from retrieval.bm25store.manifest import Manifest, analysis_basis, document_stamp
 from retrieval.replica import search_reads
+from retrieval.vector.stamps import NOT_PROCESSED, PROCESSED_AT_BYTES, micros_since_1970
 
 # A delta deleting or adding more than this fraction of the live chunks is built in full.
 DELTA_MAX_FRACTION = 0.3
+# The searchable documents' ids, processed_at and analyser versions, packed as big-endian int8,
+# int8, int4 (20 bytes a document) into one value: read row by row into Python, 15k documents
+# took ~20 ms of the worker's time at each change, against ~4 ms so (an index-only scan of
+# ``document_searchable_stamps``). Sorted here.
 _SELECT_DOCUMENTS = (
-    "SELECT id, (extract(epoch FROM processed_at) * 1000000)::bigint, analyzer_version "  # noqa: S608
+    "SELECT string_agg(int8send(id) || "  # noqa: S608
+    f"{PROCESSED_AT_BYTES} || int4send(analyzer_version::int4), '') "
     "FROM knowledge_document d "
-    f"WHERE tenant_id = %s AND knowledge_base_id = %s AND {searchable_document_sql('d')} "
-    "ORDER BY id"
+    f"WHERE tenant_id = %s AND knowledge_base_id = %s AND {searchable_document_sql('d')}"
 )
+_PACKED_DOCUMENT = np.dtype([("id", ">i8"), ("at", ">i8"), ("analyzer", ">i4")])
 
 
 @dataclass(frozen=True)
@@ -181,14 +187,14 @@ def documents_state(
     snapshot, if any), from database ``using`` (default: the primary)."""
     with connections[using or DEFAULT_DB_ALIAS].cursor() as cursor:
         cursor.execute(_SELECT_DOCUMENTS, [knowledge_base.tenant_id, knowledge_base.pk])
-        rows = cursor.fetchall()
-    if not rows:
+        packed = cursor.fetchone()[0]
+    if not packed:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    ids, micros, analyzers = (
-        np.array(c, dtype=np.int64)
-        for c in zip(*[(r[0], r[1] or 0, r[2]) for r in rows], strict=True)
-    )
-    return ids, document_stamp(micros, analyzers)
+    rows = np.frombuffer(packed, dtype=_PACKED_DOCUMENT)
+    rows = rows[np.argsort(rows["id"], kind="stable")]
+    micros = micros_since_1970(rows["at"])
+    micros[micros == NOT_PROCESSED] = 0  # a stamp of 0 for "never processed", as ever
+    return rows["id"].astype(np.int64), document_stamp(micros, rows["analyzer"].astype(np.int64))
 
 
 @contextmanager

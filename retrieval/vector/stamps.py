@@ -24,19 +24,31 @@ NOT_PROCESSED = np.iinfo(np.int64).min
 # PostgreSQL's binary timestamptz counts microseconds from 2000-01-01 UTC.
 _POSTGRES_EPOCH_US = 946_684_800_000_000
 _NULL_BYTES = "'\\x8000000000000000'::bytea"  # NOT_PROCESSED, big-endian
+# A document's processed_at as 8 bytes (big-endian int64; ``micros_since_1970`` reads them).
+PROCESSED_AT_BYTES = f"coalesce(timestamptz_send(processed_at), {_NULL_BYTES})"
 
 # The searchable documents (knowledge.selectors) and their chunk count: each document's id and
 # processed_at packed as two big-endian int64 (16 bytes, so they cannot come apart), in no
 # particular order (sorting them here costs less than asking PostgreSQL to: 6 against 11 ms
-# for 15k documents).
+# for 15k documents). An index-only scan (``document_searchable_stamps``).
 SELECT = (
     "SELECT string_agg(int8send(id) || "  # noqa: S608
-    f"coalesce(timestamptz_send(processed_at), {_NULL_BYTES}), ''), "
+    f"{PROCESSED_AT_BYTES}, ''), "
     "coalesce(sum(chunk_count), 0) "
     "FROM knowledge_document d "
     f"WHERE tenant_id = %s AND knowledge_base_id = %s AND {searchable_document_sql('d')}"
 )
 _PACKED = np.dtype([("id", ">i8"), ("at", ">i8")])
+
+
+def micros_since_1970(packed: np.ndarray) -> np.ndarray:
+    """``PROCESSED_AT_BYTES`` values (as big-endian int64) as int64 microseconds since 1970,
+    NOT_PROCESSED where unset."""
+    at = packed.astype(np.int64)
+    unset = at == NOT_PROCESSED
+    at += _POSTGRES_EPOCH_US
+    at[unset] = NOT_PROCESSED
+    return at
 
 
 @dataclass(frozen=True)
@@ -57,11 +69,7 @@ class Stamps:
             raise ValueError("packed document stamps of a partial length")
         rows = np.frombuffer(packed, dtype=_PACKED)
         order = np.argsort(rows["id"], kind="stable")
-        stamps = rows["at"][order].astype(np.int64)
-        unset = stamps == NOT_PROCESSED
-        stamps += _POSTGRES_EPOCH_US
-        stamps[unset] = NOT_PROCESSED
-        return cls(rows["id"][order].astype(np.int64), stamps)
+        return cls(rows["id"][order].astype(np.int64), micros_since_1970(rows["at"][order]))
 
     @classmethod
     def from_mapping(cls, mapping: dict) -> Stamps:

@@ -13,6 +13,8 @@ from knowledge.models import Document, KnowledgeBase
 from knowledge.services.documents import delete_document
 from knowledge.services.knowledge_bases import bump_index_version, create_knowledge_base
 from knowledge.services.processing import process_document
+from retrieval.bm25store.build import documents_state
+from retrieval.bm25store.manifest import document_stamp
 from retrieval.bm25store.store import identity_of
 from retrieval.search import RAGService
 from retrieval.search.types import SearchFilters
@@ -436,3 +438,31 @@ def test_cold_processes_of_a_host_write_the_file_once_and_map_it(committed_kb):
     assert all(h.matrix.parts[0].shared for h in handles)
     assert len({h.matrix.base_name for h in handles}) == 1
     assert all(h.matrix.nbytes < h.matrix.total_bytes // 10 for h in handles)
+
+
+def test_the_bm25_builds_read_the_searchable_documents_stamps_as_they_always_were(kb):
+    """``documents_state`` reads the stamps packed in one value; they are the values the row by
+    row query gave, which the manifests stored so far hold (a different value would make every
+    document look changed)."""
+    first, second, third = kb.documents.order_by("pk")[:3]
+    Document.objects.filter(pk=first.pk).update(processed_at=None, analyzer_version=3)
+    Document.objects.filter(pk=second.pk).update(enabled=False)  # not searchable
+    Document.objects.filter(pk=third.pk).update(status=Document.Status.EMBEDDING)  # nor this
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, (extract(epoch FROM processed_at) * 1000000)::bigint, analyzer_version "
+            "FROM knowledge_document d WHERE tenant_id = %s AND knowledge_base_id = %s AND "
+            "d.status = 'ready' AND d.enabled ORDER BY id",
+            [kb.tenant_id, kb.pk],
+        )
+        rows = cursor.fetchall()
+    ids, stamped = documents_state(kb)
+    assert ids.tolist() == [row[0] for row in rows]
+    assert second.pk not in ids and third.pk not in ids and first.pk in ids
+    expected = document_stamp(
+        np.array([row[1] or 0 for row in rows]), np.array([row[2] for row in rows])
+    )
+    np.testing.assert_array_equal(stamped, expected)
+    assert stamped[ids.tolist().index(first.pk)] == 3  # never processed: 0, then the analyser
+    Document.objects.filter(knowledge_base=kb).delete()
+    assert documents_state(kb)[0].size == 0
