@@ -118,6 +118,19 @@ class RedisTier:
         except (TypeError, ValueError):
             return None
 
+    def signature(self, identity: Identity) -> tuple[int, str] | None:
+        """The stored manifest's version and signature, without its payload (cheap: a writer
+        checks whether the manifest it holds is still the stored one)."""
+        reply = self._call(
+            self.client.hmget, _KEY.format(identity.knowledge_base_id), "v", "e", "s"
+        )
+        if not reply or reply[1] != str(identity.epoch).encode() or reply[2] is None:
+            return None
+        try:
+            return int(reply[0]), reply[2].decode("ascii", "replace")
+        except (TypeError, ValueError):
+            return None
+
     def put(self, identity: Identity, version: int, payload: SignedPayload) -> bool:
         """Store the manifest of ``version`` unless a newer one is there."""
         result = self._call(

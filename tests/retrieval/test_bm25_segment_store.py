@@ -218,6 +218,40 @@ def test_merges_fold_segments_without_changing_a_score(store, kb):
         impatient.l2.client.close()
 
 
+def test_the_writer_builds_on_the_view_it_holds_while_that_is_the_stored_one(
+    store, kb, monkeypatch
+):
+    """The worker builds change after change: its own last view is the stored manifest (L2
+    has its signature), so it is the delta's base without being read and composed again. Once
+    another process has stored a manifest (a merge keeps the version and changes the
+    segments), the stored one is read: the held view may name folded segments."""
+    for n in range(MERGE_FACTOR + 1):
+        add_document(kb, f"{n}.md", doc(n))
+        store.get(kb)
+    reads = []  # the stored manifests this process opens
+    read = store._open_manifest
+    monkeypatch.setattr(store, "_open_manifest", lambda *args: reads.append(1) or read(*args))
+    add_document(kb, "next.md", doc(100))
+    delta = store.get(kb)
+    assert (delta.built, reads) == ("delta", [])
+    assert_exact(kb, delta)
+
+    other = BM25Store()
+    try:
+        assert other.merge(kb).startswith("merged")  # the same version, other segments
+    finally:
+        other.l2.client.close()
+    held, row = store.l1.peek(identity_of(kb)), BM25Manifest.objects.get(knowledge_base=kb)
+    assert (held.version, row.merges) == (row.version, 1) and held.signature != row.signature
+    added = add_document(kb, "after-merge.md", doc(101))
+    after = store.get(kb)
+    assert (after.built, reads) == ("delta", [1])  # built on the merged, stored manifest
+    assert hits(after, "marker101") == chunk_ids(kb, added)
+    assert_exact(kb, after)
+    stored = set(BM25Segment.objects.filter(knowledge_base=kb).values_list("key", flat=True))
+    assert set(after.view.manifest.keys) <= stored
+
+
 def test_a_search_answers_from_its_older_view_while_another_process_builds(store, kb):
     add_document(kb, "a.md", doc(1))
     old = store.get(kb)
