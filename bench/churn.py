@@ -25,7 +25,7 @@ sets the pace). Then:
   corpus, each as fast as answers come) while every 1/R seconds one new document (with a
   unique marker word) is uploaded through the upload service and one of the original
   documents deleted through the delete service, by a process of their own
-  (``bench.churn_writer``: not the clients' interpreter, whose lock they would hold);
+  (``bench.churn_writer``), as a deployment's uploads come from other programs;
 - a probe searches (keyword, the same way as the clients) for the marker of every document
   once it is ``ready`` and records the time from its ``processed_at`` (the moment it became
   ready) to the first search that returns it: ``visible_*``.
@@ -41,8 +41,8 @@ matrices held on the host (``host_vector_bytes``: the host files every web proce
 with ``--serve threads`` what this process holds privately), and where the CPU went in each
 phase (``bench.cpu``): ``cpu_cores`` of the web processes, the worker, PostgreSQL, Redis and
 the clients (this process, with ``--serve gunicorn``) and the writer, and
-``web_cpu_ms_per_search``. The
-tenant and its rows are removed at the end (``bench.throwaway``).
+``web_cpu_ms_per_search``. The tenant and its rows are removed at the end
+(``bench.throwaway``).
 """
 
 from __future__ import annotations

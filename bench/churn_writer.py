@@ -1,19 +1,19 @@
 """The process that changes ``bench churn``'s knowledge base: one upload and one deletion every
 1/R seconds, through the same services the API calls (``create_document``, ``delete_document``).
 
-It runs apart from the searching clients on purpose. In the clients' own interpreter an upload
-and a deletion (~18 and ~46 ms of Python under load) held the lock every client thread needs to
-take its answer and stop its clock, so part of what the churn phase measured was the
-benchmark's own threads waiting for each other, not the deployment. A deployment's uploads
-come from other programs, as here.
+It runs apart from the searching clients, as a deployment's uploads come from other programs:
+the clients' process only searches and times its searches, and the writer's CPU is reported
+on its own. (In the clients' interpreter, the upload and deletion, ~18 and ~46 ms of Python
+under load, held the lock the client threads need to take their answers; moving them out
+changed no figure beyond noise, churn p99 115 ms both ways.)
 
-Protocol (``bench.churn.Writer`` speaks it): started with ``python -m bench.churn_writer KB_ID
-SEED``, it loads Django, reads the knowledge base's documents (the deletion victims, in a
-seeded order) and prints ``ready``. The line ``go SECONDS INTERVAL`` on its standard input
-starts the churn: for every upload it prints ``uploaded DOCUMENT_ID MARKER`` (the marker is a
-word only that document holds), and at the end ``done COUNT``; it exits at the end of its
-input (before ``go``: with nothing changed). Errors go to standard error and end the process with a
-non-zero status.
+Protocol (``bench.churn._writer`` starts it, ``_Run._churn`` speaks to it): started with
+``python -m bench.churn_writer KB_ID SEED``, it loads Django, reads the knowledge base's
+documents (the deletion victims, in a seeded order) and prints ``ready``. The line ``go SECONDS
+INTERVAL`` on its standard input starts the churn: for every upload it prints ``uploaded
+DOCUMENT_ID MARKER`` (the marker is a word only that document holds), and at the end ``done
+COUNT``; it exits at the end of its input (before ``go``: with nothing changed). Errors go to
+standard error and end the process with a non-zero status.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class BaseKnowledgeBaseRetriever(BaseRetriever):
 
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
     """A misspelt option is an error, not a default silently kept; errors do not echo the
-    arguments (an API key among them)."""
+    arguments (as the remote retriever's, which hold an API key)."""
 
     option_names: ClassVar[tuple[str, ...]] = (
         "k",
