@@ -3,6 +3,7 @@ included, even Redis, which Django's own start-up starts before the command runs
 when the demo knowledge base can be searched, which is later than ``/healthz`` says warm."""
 
 import io
+import json
 import shutil
 import signal
 import socket
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.core.management import call_command
 from django.core.management.base import OutputWrapper
 
 from knowledge.management.commands.seed_demo import DEMO_KB, DEMO_TENANT
@@ -89,3 +91,11 @@ def test_the_demo_knowledge_base_is_announced_once_its_documents_are_processed()
         f"demo knowledge base {kb.pk} is searchable (1 document(s) failed: see the admin); "
         f"a key for it: python manage.py create_api_key --tenant Demo --kb {kb.pk}",
     ]
+    printed = io.StringIO()
+    call_command("demo_status", stdout=printed)  # what run asks, as a person would see it
+    assert json.loads(printed.getvalue()) == {
+        "knowledge_base": kb.pk,
+        "documents": 2,
+        "ready": 1,
+        "failed": 1,
+    }

@@ -11,6 +11,8 @@ how many are ready as that changes, and says when the demo knowledge base can be
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import signal
 import subprocess
@@ -130,8 +132,9 @@ class Command(BaseCommand):
 
 
 class _DemoProgress:
-    """Reports the demo documents' processing: each change of the ready count, then once that
-    the demo knowledge base is searchable (every document ready or failed)."""
+    """Reports the demo documents' processing (``manage.py demo_status``, named here, not
+    imported: the project imports no app): each change of the ready count, then once that the
+    demo knowledge base is searchable (every document ready or failed)."""
 
     def __init__(self, stdout) -> None:
         self.stdout = stdout
@@ -142,39 +145,22 @@ class _DemoProgress:
         does not answer is asked again next time."""
         from django.db import DatabaseError, connection
 
-        from knowledge.models import Document
-
         try:
-            found = self._statuses()
+            status = json.loads(call_command("demo_status", stdout=io.StringIO()))
         except DatabaseError:
             connection.close()  # a new one next time
             return False
-        if found is None:
+        if not status:
             return True  # no demo knowledge base: nothing to wait for
-        kb_id, statuses = found
-        ready = statuses.count(Document.Status.READY)
-        done = ready + statuses.count(Document.Status.FAILED)
+        kb_id, ready, failed = status["knowledge_base"], status["ready"], status["failed"]
         if ready != self.said:
             self.said = ready
-            self.stdout.write(f"demo documents: {ready} of {len(statuses)} ready")
-        if done < len(statuses):
+            self.stdout.write(f"demo documents: {ready} of {status['documents']} ready")
+        if ready + failed < status["documents"]:
             return False
-        failed = done - ready
         self.stdout.write(
             f"demo knowledge base {kb_id} is searchable"
             + (f" ({failed} document(s) failed: see the admin)" if failed else "")
-            + "; a key for it: python manage.py create_api_key --tenant Demo "
-            f"--kb {kb_id}"
+            + f"; a key for it: python manage.py create_api_key --tenant Demo --kb {kb_id}"
         )
         return True
-
-    @staticmethod
-    def _statuses() -> tuple[int, list[str]] | None:
-        from knowledge.management.commands.seed_demo import DEMO_KB, DEMO_TENANT
-        from knowledge.models import Document, KnowledgeBase
-
-        kb = KnowledgeBase.objects.filter(tenant__name=DEMO_TENANT, name=DEMO_KB).first()
-        if kb is None:
-            return None
-        documents = Document.objects.filter(knowledge_base=kb)
-        return kb.pk, list(documents.values_list("status", flat=True))
