@@ -34,19 +34,22 @@ Printed: search p50/p99 over the churn (and per 10 s window on stderr, so a clif
 same of each search's own time (``search_own_*``, ``quiet_search_own_*``: its trace's
 ``total_ms``, the service's time without the request around it or the queue in front of it) and
 the medians of both over the slowest 1% (``slowest_1pct_ms``, ``slowest_1pct_own_ms``: a tail of
-slow searches or of waiting),
-errors (searches that failed), visibility p50/max, BM25 merges in the run, the largest RSS of
-a web process (``process_rss_bytes``; each one's in ``web_rss_bytes``) and the bytes of vector
-matrices held on the host (``host_vector_bytes``: the host files every web process maps, plus
-with ``--serve threads`` what this process holds privately), and where the CPU went in each
-phase (``bench.cpu``): ``cpu_cores`` of the web processes, the worker, PostgreSQL, Redis and
-the clients (this process, with ``--serve gunicorn``) and the writer, and
-``web_cpu_ms_per_search``. The tenant and its rows are removed at the end
-(``bench.throwaway``).
+slow searches or of waiting), the churn's searches split by when they began
+(``after_change_*``: within ``CHANGE_WINDOW_S``, 0.5 s, after a change began, while its work
+runs; ``between_changes_*``: later) with the share of the slowest 1% that began in that window
+(``slowest_1pct_after_change_share``), errors (searches that failed), visibility p50/max, BM25
+merges in the run, the largest RSS of a web process (``process_rss_bytes``; each one's in
+``web_rss_bytes``) and the bytes of vector matrices held on the host (``host_vector_bytes``:
+the host files every web process maps, plus with ``--serve threads`` what this process holds
+privately), and where the CPU went in each phase (``bench.cpu``): ``cpu_cores`` of the web
+processes, the worker, PostgreSQL, Redis and the clients (this process, with ``--serve
+gunicorn``) and the writer, and ``web_cpu_ms_per_search``. The tenant and its rows are removed
+at the end (``bench.throwaway``).
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import secrets
 import statistics
@@ -90,6 +93,11 @@ from tenancy.models import ApiKey
 from tenancy.services import create_api_key
 
 WINDOW_S = 10.0
+# A change's own work (the writer's upload and deletion, the Celery worker processing the upload
+# and building two BM25 versions, each web process catching up with both) ran within ~0.4 s
+# of the change's start at 300k chunks (docs/performance.md, "Session 14"): searches that
+# begin within this long after a change began are reported apart from the others.
+CHANGE_WINDOW_S = 0.5
 PROBE_POLL_S = 0.02
 
 
@@ -311,6 +319,7 @@ class _Run:
         self.quiet: list[tuple[float, float]] = []  # (ms, the search's own ms) before the churn
         self.errors: list[str] = []
         self.pending: dict[int, str] = {}  # uploaded document id -> marker
+        self.changes: list[float] = []  # when each change began (perf_counter), ascending
         self.visible: list[float] = []
         self.not_visible: list[int] = []
         self.started = 0.0
@@ -377,6 +386,7 @@ class _Run:
     def _churn(self) -> int:
         """The writer's churn (``bench.churn_writer``), its uploads handed to the probe."""
         seconds = self.options["seconds"] - (time.perf_counter() - self.started)
+        go = time.perf_counter()
         self.writer.stdin.write(f"go {seconds} {1.0 / self.options['docs_per_s']}\n")
         self.writer.stdin.flush()
         for line in self.writer.stdout:
@@ -384,6 +394,7 @@ class _Run:
             if kind == "uploaded":
                 with self.lock:
                     self.pending[int(values[0])] = values[1]
+                    self.changes.append(go + float(values[2]))
             elif kind == "done":
                 return int(values[0])
         raise CommandError(f"the churn writer exited ({self.writer.wait()}) before it was done")
@@ -452,6 +463,7 @@ class _Run:
             **percentiles([ms for ms, _ in churn], "search"),
             **percentiles([own for _, own in churn], "search_own"),
             **_slowest(churn),
+            **self._by_change(),
             "search_max_ms": round(max(times), 1) if times else None,
             "errors": len(self.errors),
             "uploaded": uploaded,
@@ -464,6 +476,37 @@ class _Run:
             "web_rss_bytes": list(rss.values()),
             "host_vector_bytes": host_vector_bytes(self.options["serve"] == "threads"),
         }
+
+    def _by_change(self) -> dict[str, Any]:
+        """The churn's searches split by when they began: within ``CHANGE_WINDOW_S`` after a
+        change (an upload and a deletion) began, while its work runs, or later. The share of
+        the slowest 1% that began in that window says how much of the tail the changes make;
+        the later searches' percentiles say what the same clients get between changes."""
+        after, between, slowest_after = [], [], 0
+        slow = np.percentile([ms for _, ms, _ in self.latencies], 99) if self.latencies else 0
+        for done, ms, _ in self.latencies:
+            began = self.started + done - ms / 1000
+            last = bisect.bisect_right(self.changes, began) - 1
+            near = last >= 0 and began - self.changes[last] < CHANGE_WINDOW_S
+            (after if near else between).append(ms)
+            slowest_after += near and ms >= slow
+        slowest = sum(ms >= slow for _, ms, _ in self.latencies)
+        return {
+            "after_change_window_s": CHANGE_WINDOW_S,
+            "after_change_searches": len(after),
+            **_percentiles_or_none(after, "after_change_search"),
+            "between_changes_searches": len(between),
+            **_percentiles_or_none(between, "between_changes_search"),
+            "slowest_1pct_after_change_share": (
+                round(slowest_after / slowest, 3) if slowest else None
+            ),
+        }
+
+
+def _percentiles_or_none(samples: list[float], prefix: str) -> dict[str, Any]:
+    if samples:
+        return percentiles(samples, prefix)
+    return {f"{prefix}_p{p}_ms": None for p in (50, 95, 99)}
 
 
 def _slowest(searches: list[tuple[float, float]]) -> dict[str, Any]:
@@ -534,6 +577,12 @@ def churn_table(r: dict[str, Any]) -> str:
             f"ms, p99 {r['quiet_search_own_p99_ms']} ms; churn p50 {r['search_own_p50_ms']} ms, "
             f"p99 {r['search_own_p99_ms']} ms; slowest 1% {r['slowest_1pct_ms']} ms, of it own "
             f"{r['slowest_1pct_own_ms']} ms (medians)",
+            f"begun within {r['after_change_window_s']} s after a change: "
+            f"{r['after_change_searches']:,} searches, p50 {r['after_change_search_p50_ms']} ms, "
+            f"p99 {r['after_change_search_p99_ms']} ms, "
+            f"{r['slowest_1pct_after_change_share']} of the slowest 1%; later: "
+            f"{r['between_changes_searches']:,}, p50 {r['between_changes_search_p50_ms']} ms, "
+            f"p99 {r['between_changes_search_p99_ms']} ms",
             f"new documents {r['uploaded']}: visible after ready p50 {r['visible_p50_s']} s, "
             f"max {r['visible_max_s']} s ({r['not_visible']} never seen)",
             f"BM25 merges {r['merges']}; RSS {r['process_rss_bytes'] / 2**20:.0f} MiB; vectors "

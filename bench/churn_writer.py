@@ -11,7 +11,8 @@ Protocol (``bench.churn._writer`` starts it, ``_Run._churn`` speaks to it): star
 ``python -m bench.churn_writer KB_ID SEED``, it loads Django, reads the knowledge base's
 documents (the deletion victims, in a seeded order) and prints ``ready``. The line ``go SECONDS
 INTERVAL`` on its standard input starts the churn: for every upload it prints ``uploaded
-DOCUMENT_ID MARKER`` (the marker is a word only that document holds), and at the end ``done
+DOCUMENT_ID MARKER SECONDS`` (the marker is a word only that document holds; SECONDS: when
+this change, the upload and its deletion, began, counted from ``go``), and at the end ``done
 COUNT``; it exits at the end of its input (before ``go``: with nothing changed). Errors go to
 standard error and end the process with a non-zero status.
 """
@@ -46,10 +47,12 @@ def main(argv: list[str]) -> int:
     if not line:
         return 0
     _, seconds, interval = line.split()
+    go = time.perf_counter()
     uploaded = 0
-    end = time.perf_counter() + float(seconds)
-    next_at = time.perf_counter()
+    end = go + float(seconds)
+    next_at = go
     while next_at < end:
+        began = time.perf_counter() - go
         marker = f"zqx{uploaded}k{rng.integers(10**9)}"
         text = f"# Churn report {uploaded}\n\nThe {marker} inspection found wear.\n"
         document = create_document(
@@ -58,7 +61,7 @@ def main(argv: list[str]) -> int:
             name=f"churn-{uploaded}.md",
             stream=io.BytesIO(text.encode()),
         )
-        say(f"uploaded {document.pk} {marker}")
+        say(f"uploaded {document.pk} {marker} {began:.4f}")
         if victims:
             victim = Document.objects.filter(pk=victims.pop()).first()
             if victim is not None:

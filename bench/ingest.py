@@ -104,13 +104,16 @@ def _knowledge_base():
 
 def child_environment() -> dict[str, str]:
     """The environment of a benchmark's own child process (a Celery worker, ``bench churn``'s
-    writer): this one's, with this process's settings and database named."""
+    writer): this one's, with this process's settings and database named, debug off."""
     env = dict(os.environ)
     # override_settings (tests) hides SETTINGS_MODULE; the environment always names it.
     env["DJANGO_SETTINGS_MODULE"] = (
         os.environ.get("DJANGO_SETTINGS_MODULE") or settings.SETTINGS_MODULE
     )
     env["RAG_TEST_DB_NAME"] = connection.settings_dict["NAME"]  # read by the test profile only
+    # Debug off, as a deployment's workers run (the development profile turns it on): with it,
+    # every query goes through Django's debug cursor, which formats and keeps its SQL.
+    env["DEBUG"] = "false"
     env["PYTHONPATH"] = str(REPO)
     return env
 

@@ -182,6 +182,13 @@ def test_bench_churn_searches_while_documents_come_and_go(serve, vectors):
         assert 0 < own <= result[f"{phase}_own_p99_ms"] and own <= waited
     assert 0 < result["slowest_1pct_own_ms"] <= result["slowest_1pct_ms"]
     assert result["slowest_1pct_ms"] >= result["search_p50_ms"]
+    # Each churn search is counted once: begun within the window after a change, or not. At
+    # 2 documents a second every moment of the churn is within 0.5 s of a change's start.
+    after, between = result["after_change_searches"], result["between_changes_searches"]
+    assert after + between == result["searches"] and after > 0
+    assert result["after_change_window_s"] == 0.5
+    assert 0 < result["after_change_search_p50_ms"] <= result["after_change_search_p99_ms"]
+    assert 0 <= result["slowest_1pct_after_change_share"] <= 1
     # Every uploaded document was found by a search once it was ready, none went missing.
     assert result["uploaded"] >= 4 and result["visible"] == result["uploaded"]
     assert result["not_visible"] == 0
