@@ -482,15 +482,17 @@ class _Run:
         change (an upload and a deletion) began, while its work runs, or later. The share of
         the slowest 1% that began in that window says how much of the tail the changes make;
         the later searches' percentiles say what the same clients get between changes."""
-        after, between, slowest_after = [], [], 0
-        slow = np.percentile([ms for _, ms, _ in self.latencies], 99) if self.latencies else 0
+        after, between, near_flags = [], [], []
         for done, ms, _ in self.latencies:
             began = self.started + done - ms / 1000
             last = bisect.bisect_right(self.changes, began) - 1
             near = last >= 0 and began - self.changes[last] < CHANGE_WINDOW_S
             (after if near else between).append(ms)
-            slowest_after += near and ms >= slow
-        slowest = sum(ms >= slow for _, ms, _ in self.latencies)
+            near_flags.append(near)
+        # The slowest 1% as ``_slowest`` takes them: the len // 100 longest (at least one).
+        ranked = sorted(range(len(near_flags)), key=lambda i: self.latencies[i][1])
+        slowest = ranked[-max(1, len(ranked) // 100) :] if ranked else []
+        slowest_after = sum(near_flags[i] for i in slowest)
         return {
             "after_change_window_s": CHANGE_WINDOW_S,
             "after_change_searches": len(after),
@@ -498,7 +500,7 @@ class _Run:
             "between_changes_searches": len(between),
             **_percentiles_or_none(between, "between_changes_search"),
             "slowest_1pct_after_change_share": (
-                round(slowest_after / slowest, 3) if slowest else None
+                round(slowest_after / len(slowest), 3) if slowest else None
             ),
         }
 
