@@ -11,7 +11,7 @@ import logging
 import os
 
 from celery import Celery
-from celery.signals import celeryd_init, task_postrun, worker_process_init
+from celery.signals import celeryd_init, task_postrun, task_prerun, worker_process_init
 
 from rag_project import broker
 
@@ -43,11 +43,31 @@ def _worker_process_started(**kwargs) -> None:
     process_started.send(sender="worker")
 
 
+def _close_old_connections(task) -> None:
+    """What Django does around a request, around a task: a connection past ``CONN_MAX_AGE``,
+    left broken by an error or with autocommit changed is closed (the next query opens a new
+    one); a healthy one is kept (``CELERY_DB_REUSE_MAX`` keeps Celery from closing it every
+    time). Not for a task run inline (``task_always_eager``): it runs inside its caller's
+    request or transaction, whose connection is the caller's to manage."""
+    if task is None or getattr(task.request, "is_eager", False):
+        return
+    from django.db import close_old_connections
+
+    close_old_connections()
+
+
+@task_prerun.connect
+def _task_starting(task=None, **kwargs) -> None:
+    _close_old_connections(task)
+
+
 @task_postrun.connect
-def _task_done(**kwargs) -> None:
-    """Between tasks: freeze the heap if a slow full collection asked for it (rag_project.heap)."""
+def _task_done(task=None, **kwargs) -> None:
+    """Between tasks: old database connections closed (above), and the heap frozen if a slow
+    full collection asked for it (rag_project.heap)."""
     from rag_project import heap
 
+    _close_old_connections(task)
     heap.freeze_if_due()
 
 

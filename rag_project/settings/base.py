@@ -143,6 +143,13 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # long tasks: do not hoard work another worker could do
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="rag")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery's Django fixup closes every database connection before and after each task unless
+# this is set, and a new PostgreSQL connection costs ~4 ms of the server's CPU (a backend
+# forked, its caches warmed) and ~1 ms in the worker: several per document processed, paid
+# beside the searches. The worker keeps its connections by the web processes' rule instead
+# (CONN_MAX_AGE, health checks, a broken one dropped; rag_project.celery closes old
+# connections around every task), and Celery still recycles them after this many tasks.
+CELERY_DB_REUSE_MAX = 1000
 # A Celery worker lowers its CPU priority by this many nice steps when it starts (0: as the web
 # processes; at most 19): where it shares cores with web processes, the searches beside a
 # change come first and its processing and index builds fill the time they leave. At 5 a
