@@ -116,9 +116,9 @@ def calibrate(
     whole knowledge base's, and each large enough script bucket's."""
     rng = random.Random(f"{seed}:{knowledge_base.pk}")  # noqa: S311 - sampling, not secrets
     chunk_ids = list(
-        Chunk.objects.filter(
-            SEARCHABLE_CHUNK, tenant=tenant, knowledge_base=knowledge_base
-        ).values_list("pk", flat=True)
+        Chunk.objects.filter(SEARCHABLE_CHUNK, tenant=tenant, knowledge_base=knowledge_base)
+        .order_by("pk")  # the seeded sample draws from a fixed order, not the table's
+        .values_list("pk", flat=True)
     )
     chosen = rng.sample(chunk_ids, min(sample, len(chunk_ids)))
     rows = Chunk.objects.filter(pk__in=chosen).order_by("pk").values_list("document_id", "content")
