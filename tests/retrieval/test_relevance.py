@@ -146,8 +146,7 @@ TOPICS = [
 @pytest.fixture
 def plant(tenant):
     # 30 chunks: above RAG_CALIBRATION_MIN_CHUNKS (20), as a knowledge base must be to be
-    # calibrated. With fewer the fit rests on so few pseudo-queries that which chunks the
-    # sample draws (seeded by the knowledge base's id) can swap two close relevances.
+    # calibrated, and few enough that the relevance fit cuts several windows from each chunk.
     kb = create_knowledge_base(
         tenant=tenant, name="Plant", embedding=EmbeddingConfig(provider="none")
     )
@@ -156,27 +155,33 @@ def plant(tenant):
     return kb
 
 
+ANSWERED = "how often is the gearbox bearing grease changed"
+# Shares common words with the plant's documents, answered by none of them.
+UNANSWERED = "when does the water in the swimming pool run warm"
+
+
 @pytest.mark.django_db
 def test_calibration_fits_relevance_and_answerable_beats_unanswerable(tenant, plant):
     service = RAGService(tenant)
-    before = service.search("how often is the gearbox bearing grease changed", plant.pk)
+    before = service.search(ANSWERED, plant.pk)
     assert all(0.0 <= hit.relevance <= 1.0 for hit in before.hits)
     assert before.trace.knowledge_bases[0].relevance == "default keyword"
 
-    calibrate(tenant, plant)
-    plant.refresh_from_db()
-    assert set(plant.calibration["relevance"]) == {"keyword"}  # no embedder: one leg
+    # Whichever pseudo-queries the draw cuts (the seed, with the knowledge base's id), the fit
+    # must separate the two: one seed's pass says little about a small knowledge base.
+    for seed in (13, 1, 2, 3):
+        calibrate(tenant, plant, seed=seed)
+        plant.refresh_from_db()
+        assert set(plant.calibration["relevance"]) == {"keyword"}  # no embedder: one leg
 
-    answered = service.search("how often is the gearbox bearing grease changed", plant.pk)
-    assert answered.trace.knowledge_bases[0].relevance == "calibrated keyword"
-    assert answered.hits[0].document_title == "doc8"
-    # Shares common words with the plant's documents, answered by none of them.
-    unanswered = service.search("when does the water in the swimming pool run warm", plant.pk)
-    assert unanswered.hits, "the question must find look-alikes for the test to mean anything"
-    assert answered.hits[0].relevance >= 0.5
-    assert answered.hits[0].relevance > unanswered.hits[0].relevance
+        answered = service.search(ANSWERED, plant.pk)
+        assert answered.trace.knowledge_bases[0].relevance == "calibrated keyword"
+        assert answered.hits[0].document_title == "doc8"
+        unanswered = service.search(UNANSWERED, plant.pk)
+        assert unanswered.hits, "the question must find look-alikes for the test to mean anything"
+        assert answered.hits[0].relevance >= 0.5, seed
+        assert answered.hits[0].relevance > unanswered.hits[0].relevance + 0.05, seed
 
     # A threshold the answer passes leaves the unanswerable question with nothing.
     threshold = answered.hits[0].relevance
-    question = "when does the water in the swimming pool run warm"
-    assert service.search(question, plant.pk, score_threshold=threshold).hits == []
+    assert service.search(UNANSWERED, plant.pk, score_threshold=threshold).hits == []
