@@ -11,10 +11,14 @@ and on commit this module queues:
   segments are the base of the new one.) A build that leaves segments to fold queues
   ``merge_segments``;
 - ``calibrate_when_settled``: the label-free calibration of the fusion weights and the relevance
-  models (for every knowledge base: fixed weights still need relevance), debounced. Every
-  change queues it for ``RAG_CALIBRATION_DELAY_S`` later with the version it saw; a task whose
-  knowledge base has changed since leaves the work to the task of the later change, so a burst
-  of uploads calibrates once, after the last one.
+  models (for every knowledge base: fixed weights still need relevance), debounced, one waiting
+  task per knowledge base. A change queues it for ``RAG_CALIBRATION_DELAY_S`` later with the
+  version it saw, unless one is already waiting (a Redis key, ``CALIBRATION_PENDING``, set
+  while a task waits); the task clears the key first, then, if the knowledge base has changed
+  since, queues itself again for the same delay with the newer version, so a burst of uploads
+  calibrates once, after the last one. (Until 2026-11-24 every change queued its own task, and
+  all but the last found the knowledge base changed and did nothing: two per churned document,
+  and a bulk import of 20k documents left 20k such tasks, ~9 ms of a worker's CPU each.)
 
 Both are safe to run twice. A task that could not be queued (broker down) is found by
 ``reap_index_upkeep`` (beat): until then a search builds the index on demand, as it would for a
@@ -28,7 +32,8 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.core.cache import cache
+from django.db import connection, transaction
 from django.db.models import F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
@@ -40,6 +45,8 @@ from retrieval.models import BM25Manifest, BM25Segment
 
 logger = logging.getLogger(__name__)
 
+CALIBRATION_PENDING = "retrieval:calibration-pending:{}"  # cache key per knowledge base id
+
 
 def on_change(knowledge_base_id: int, index_version: int) -> None:
     """Queue the work that follows a change (call it inside the changing transaction: the
@@ -47,6 +54,23 @@ def on_change(knowledge_base_id: int, index_version: int) -> None:
     from retrieval import tasks
 
     enqueue(tasks.invalidate_and_warm_bm25, knowledge_base_id, index_version=index_version)
+    transaction.on_commit(lambda: queue_calibration(knowledge_base_id, index_version), robust=True)
+
+
+def queue_calibration(knowledge_base_id: int, index_version: int) -> None:
+    """Queue ``calibrate_when_settled`` ``RAG_CALIBRATION_DELAY_S`` from now, unless a task for
+    the knowledge base is already waiting (it will see this change when it runs)."""
+    from retrieval import tasks
+
+    # Outlives the waiting task's delay and a while in a busy queue; a task lost meanwhile
+    # holds the next changes' calibration back no longer than this (the beat reaper also
+    # finds knowledge bases whose calibration is out of date).
+    timeout = settings.RAG_CALIBRATION_DELAY_S + 300
+    try:
+        if not cache.add(CALIBRATION_PENDING.format(knowledge_base_id), 1, timeout=timeout):
+            return
+    except Exception as exc:  # Redis down: queue anyway (a task too many does nothing)
+        logger.warning("could not fold the calibration request (%s); queuing it", exc)
     enqueue(
         tasks.calibrate_when_settled,
         knowledge_base_id,
@@ -109,13 +133,22 @@ def forget_knowledge_base(
 
 
 def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:
+    """Calibrate the knowledge base if it has not changed since ``index_version`` (else queue
+    this again, see the module docstring) and has changed enough since its last calibration."""
     from retrieval.calibration import calibrate
 
+    try:  # changes from now on need a calibration after this one: they queue their own
+        cache.delete(CALIBRATION_PENDING.format(knowledge_base_id))
+    except Exception as exc:
+        logger.warning("could not clear the calibration request (%s)", exc)
     kb = KnowledgeBase.objects.select_related("tenant").filter(pk=knowledge_base_id).first()
     if kb is None:
         return "deleted"
     if kb.index_version != index_version:
-        return "superseded"  # still changing: the task of the last change calibrates
+        # Still changing: wait for it to settle (unless a change since the key was cleared
+        # has already queued a task).
+        queue_calibration(kb.pk, kb.index_version)
+        return "superseded"
     chunks = _searchable_chunks(kb)
     if chunks < settings.RAG_CALIBRATION_MIN_CHUNKS:
         return f"too few chunks ({chunks})"
