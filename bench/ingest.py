@@ -152,7 +152,7 @@ def _workers(count: int):
                 raise CommandError(
                     f"the Celery workers did not answer a ping within {START_CEILING_S:g} s"
                 )
-        _drain(app)
+        _drain()
         yield procs
     finally:
         for proc in procs:
@@ -165,18 +165,15 @@ def _workers(count: int):
                 proc.wait()
 
 
-def _drain(app) -> None:
+def _drain() -> None:
     """Wait until the deployment's queue is empty: tasks earlier work left there (a
     ``manage.py evaluate`` run without a worker leaves one index build per document) would
     otherwise run inside the measurement. Says so on standard error; fails after
     ``DRAIN_CEILING_S``."""
+    from rag_project.celery import waiting_tasks
+
     queue = settings.CELERY_TASK_DEFAULT_QUEUE
-
-    def waiting() -> int:
-        with app.connection_for_read() as conn:
-            return conn.default_channel.client.llen(queue)  # the Redis transport's list
-
-    left = first = waiting()
+    left = first = waiting_tasks(queue)
     if not first:
         return
     sys.stderr.write(f"{first} tasks were waiting on queue {queue!r}; running them first\n")
@@ -188,7 +185,7 @@ def _drain(app) -> None:
                 f"nothing needs them: celery -A rag_project purge -Q {queue}"
             )
         time.sleep(1.0)  # a poll of the queue's length, not a wait for luck
-        left = waiting()
+        left = waiting_tasks(queue)
         sys.stderr.write(f"\r{first - left}/{first} run")
     sys.stderr.write("\n")
 

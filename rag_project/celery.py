@@ -75,10 +75,22 @@ def _task_done(task=None, **kwargs) -> None:
 RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.2}
 
 
-def enqueue(task, *args, countdown: float | None = None, **kwargs) -> None:
+def enqueue(
+    task,
+    *args,
+    countdown: float | None = None,
+    fold: tuple[str, float] | None = None,
+    **kwargs,
+) -> None:
     """Queue ``task(*args, **kwargs)`` once the current transaction commits (at once outside
     one), so a task never runs before the data it needs is visible and a rolled-back change
     queues nothing.
+
+    ``fold``: (cache key, seconds). Queue only when no task queued under that key is still
+    waiting: the key is set when one is queued and the task clears it (``unfold``) before it
+    reads anything, so it sees every change that was folded into it, and a change after that
+    queues its own. The key expires after the seconds given, so a lost task holds later ones
+    back no longer than that. Redis unreachable: the task is queued (one too many is harmless).
 
     A broker that cannot be reached is logged, never raised: the change that asked for the task
     has committed and must stand. Nothing is lost, because every task's work is also found by a
@@ -87,6 +99,8 @@ def enqueue(task, *args, countdown: float | None = None, **kwargs) -> None:
     """
 
     def send() -> None:
+        if fold is not None and not _first_to_fold(*fold):
+            return  # a task queued and not started yet will see this change
         try:
             task.apply_async(
                 args, kwargs, countdown=countdown, retry=True, retry_policy=RETRY_POLICY
@@ -102,3 +116,33 @@ def enqueue(task, *args, countdown: float | None = None, **kwargs) -> None:
     from django.db import transaction
 
     transaction.on_commit(send, robust=True)
+
+
+def _first_to_fold(key: str, seconds: float) -> bool:
+    from django.core.cache import cache
+
+    try:
+        return cache.add(key, 1, timeout=seconds)
+    except Exception as exc:  # Redis down: queue anyway
+        logger.warning("could not fold the task under %s (%s); queuing it", key, exc)
+        return True
+
+
+def unfold(key: str) -> None:
+    """Called by a task queued with ``enqueue(..., fold=(key, ...))`` as it starts: changes from
+    now on need a task after this one, so they queue their own."""
+    from django.core.cache import cache
+
+    try:
+        cache.delete(key)
+    except Exception as exc:
+        logger.warning("could not clear %s (%s)", key, exc)
+
+
+def waiting_tasks(queue: str | None = None) -> int:
+    """Messages waiting on ``queue`` (the default queue), not yet taken by a worker."""
+    from django.conf import settings
+
+    with app.connection_for_read() as conn:
+        name = queue or settings.CELERY_TASK_DEFAULT_QUEUE
+        return conn.default_channel.queue_declare(name).message_count

@@ -126,9 +126,8 @@ def calibrate(
         .order_by("pk")  # the seeded sample draws from a fixed order, not the table's
         .values_list("pk", flat=True)
     )
-    chosen = rng.sample(chunk_ids, min(sample, len(chunk_ids)))
-    rows = Chunk.objects.filter(pk__in=chosen).order_by("pk").values_list("document_id", "content")
-    overall = _measure(tenant, knowledge_base, list(rows), rng, len(chunk_ids))
+    rows = _sample(chunk_ids, rng, sample)
+    overall = _measure(tenant, knowledge_base, rows, rng, len(chunk_ids))
     buckets = _buckets(chunk_ids, rng, sample)
     record = overall.to_dict()
     if len(buckets) > 1:  # one script: the whole knowledge base's pair is that script's
@@ -138,11 +137,17 @@ def calibrate(
         }
     _store(tenant, knowledge_base, overall, record)
     # Relevance is fitted on searches with the weights just measured, as searches will run.
-    chosen = rng.sample(chunk_ids, min(RELEVANCE_QUERIES, len(chunk_ids)))
-    rows = Chunk.objects.filter(pk__in=chosen).order_by("pk").values_list("document_id", "content")
-    record["relevance"] = fit_relevance(tenant, knowledge_base, list(rows), rng).to_dict()
+    rows = _sample(chunk_ids, rng, RELEVANCE_QUERIES)
+    record["relevance"] = fit_relevance(tenant, knowledge_base, rows, rng).to_dict()
     _store(tenant, knowledge_base, overall, record)
     return overall
+
+
+def _sample(chunk_ids: list[int], rng: random.Random, size: int) -> list[tuple[int, str]]:
+    """(document id, content) of ``size`` of ``chunk_ids`` drawn by ``rng`` (all if fewer)."""
+    chosen = rng.sample(chunk_ids, min(size, len(chunk_ids)))
+    rows = Chunk.objects.filter(pk__in=chosen).order_by("pk").values_list("document_id", "content")
+    return list(rows)
 
 
 def _store(tenant: Tenant, knowledge_base: KnowledgeBase, overall: Calibration, record: dict):
@@ -252,14 +257,13 @@ def _buckets(
 ) -> dict[str, tuple[list[tuple[int, str]], int]]:
     """Script -> (up to ``sample`` of its chunks as (document id, content), its estimated
     chunk count), for scripts with at least RAG_CALIBRATION_MIN_CHUNKS chunks."""
-    read = rng.sample(chunk_ids, min(BUCKET_SAMPLE, len(chunk_ids)))
-    rows = Chunk.objects.filter(pk__in=read).order_by("pk").values_list("document_id", "content")
+    rows = _sample(chunk_ids, rng, BUCKET_SAMPLE)
     by_script: dict[str, list[tuple[int, str]]] = {}
     for doc_id, content in rows:
         script = dominant_script(script_units(content))
         if script is not None:
             by_script.setdefault(script.value, []).append((doc_id, content))
-    scale = len(chunk_ids) / len(read) if read else 0.0
+    scale = len(chunk_ids) / len(rows) if rows else 0.0
     buckets = {}
     for script, members in sorted(by_script.items()):
         size = round(len(members) * scale)

@@ -32,13 +32,12 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from knowledge.models import Document, KnowledgeBase
-from rag_project.celery import enqueue
+from rag_project.celery import enqueue, unfold
 from retrieval.bm25store import get_store
 from retrieval.bm25store.merging import MAX_DELETED_FRACTION, MERGE_FACTOR
 from retrieval.models import BM25Manifest, BM25Segment
@@ -54,28 +53,25 @@ def on_change(knowledge_base_id: int, index_version: int) -> None:
     from retrieval import tasks
 
     enqueue(tasks.invalidate_and_warm_bm25, knowledge_base_id, index_version=index_version)
-    transaction.on_commit(lambda: queue_calibration(knowledge_base_id, index_version), robust=True)
+    queue_calibration(knowledge_base_id, index_version)
 
 
 def queue_calibration(knowledge_base_id: int, index_version: int) -> None:
-    """Queue ``calibrate_when_settled`` ``RAG_CALIBRATION_DELAY_S`` from now, unless a task for
-    the knowledge base is already waiting (it will see this change when it runs)."""
+    """Queue ``calibrate_when_settled`` ``RAG_CALIBRATION_DELAY_S`` after the commit, unless a
+    task for the knowledge base is already waiting (it will see this change when it runs)."""
     from retrieval import tasks
 
-    # Outlives the waiting task's delay and a while in a busy queue; a task lost meanwhile
-    # holds the next changes' calibration back no longer than this (the beat reaper also
-    # finds knowledge bases whose calibration is out of date).
-    timeout = settings.RAG_CALIBRATION_DELAY_S + 300
-    try:
-        if not cache.add(CALIBRATION_PENDING.format(knowledge_base_id), 1, timeout=timeout):
-            return
-    except Exception as exc:  # Redis down: queue anyway (a task too many does nothing)
-        logger.warning("could not fold the calibration request (%s); queuing it", exc)
     enqueue(
         tasks.calibrate_when_settled,
         knowledge_base_id,
         index_version,
         countdown=settings.RAG_CALIBRATION_DELAY_S,
+        # Outlives the delay and a while in a busy queue; the beat reaper also finds knowledge
+        # bases whose calibration is out of date.
+        fold=(
+            CALIBRATION_PENDING.format(knowledge_base_id),
+            settings.RAG_CALIBRATION_DELAY_S + 300,
+        ),
     )
 
 
@@ -137,10 +133,7 @@ def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:
     this again, see the module docstring) and has changed enough since its last calibration."""
     from retrieval.calibration import calibrate
 
-    try:  # changes from now on need a calibration after this one: they queue their own
-        cache.delete(CALIBRATION_PENDING.format(knowledge_base_id))
-    except Exception as exc:
-        logger.warning("could not clear the calibration request (%s)", exc)
+    unfold(CALIBRATION_PENDING.format(knowledge_base_id))  # later changes queue their own
     kb = KnowledgeBase.objects.select_related("tenant").filter(pk=knowledge_base_id).first()
     if kb is None:
         return "deleted"

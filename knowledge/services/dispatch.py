@@ -32,13 +32,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from knowledge.models import Document
-from rag_project.celery import app, enqueue
+from rag_project.celery import app, enqueue, unfold
 
 logger = logging.getLogger(__name__)
 LOCK_KEY = 0x6B62_6469_7370  # "kbdisp": the advisory lock of the dispatcher
@@ -108,18 +107,9 @@ def position(loads: Mapping[int, TenantLoad], tenant_id: int, ahead_in_tenant: i
 def request_dispatch() -> None:
     """Ask for a dispatch once the current transaction commits (folded into one already
     queued and not started)."""
-    transaction.on_commit(_send_request, robust=True)
-
-
-def _send_request() -> None:
     from knowledge.tasks import dispatch_documents_task
 
-    try:
-        if not cache.add(REQUEST_KEY, 1, timeout=REQUEST_TTL_S):
-            return  # a queued dispatch, not started yet, will see this change
-    except Exception as exc:  # Redis down: ask anyway (a duplicate dispatch is harmless)
-        logger.warning("could not fold the dispatch request (%s); sending it", exc)
-    enqueue(dispatch_documents_task)
+    enqueue(dispatch_documents_task, fold=(REQUEST_KEY, REQUEST_TTL_S))
 
 
 def dispatch() -> list[int]:
@@ -130,10 +120,7 @@ def dispatch() -> list[int]:
         return []
     _local.active = True
     try:
-        try:
-            cache.delete(REQUEST_KEY)  # requests from now on need a dispatch after this one
-        except Exception as exc:
-            logger.warning("could not clear the dispatch request (%s)", exc)
+        unfold(REQUEST_KEY)  # requests from now on need a dispatch after this one
         sent: list[int] = []
         while True:
             batch = _dispatch_once()

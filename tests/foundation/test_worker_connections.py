@@ -8,12 +8,11 @@ from __future__ import annotations
 import io
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services import documents as document_services
-from rag_project.celery import app
+from rag_project.celery import app, waiting_tasks
 from tests.conftest import WorkerProcess, wait_until
 from tests.factories import KnowledgeBaseFactory
 
@@ -52,16 +51,9 @@ def _upload_and_wait(worker: WorkerProcess, kb: KnowledgeBase, number: int) -> N
     # worker to go idle, so each document's tasks have all run.
     inspect = app.control.inspect(destination=[worker.name], timeout=1.0)
     wait_until(
-        lambda: not any((inspect.active() or {}).values()) and not _queued(),
+        lambda: not any((inspect.active() or {}).values()) and not waiting_tasks(),
         f"the worker to finish report {number}'s tasks",
     )
-
-
-def _queued() -> int:
-    """Tasks waiting on the worker's queue."""
-    with app.connection_for_read() as conn:
-        queue = settings.CELERY_TASK_DEFAULT_QUEUE
-        return conn.default_channel.client.llen(queue)  # the Redis transport's list
 
 
 def test_the_worker_keeps_its_connection_across_tasks(celery_worker_process):

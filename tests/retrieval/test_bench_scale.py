@@ -153,23 +153,19 @@ def test_bench_workers_run_what_earlier_work_left_queued_before_measuring(
     worker_factory, monkeypatch, capsys
 ):
     from bench import ingest
-    from rag_project.celery import app
+    from rag_project.celery import waiting_tasks
     from retrieval import tasks
-
-    def waiting() -> int:
-        with app.connection_for_read() as conn:
-            return conn.default_channel.client.llen(settings.CELERY_TASK_DEFAULT_QUEUE)
 
     for _ in range(20):  # as a `manage.py evaluate` run without a worker leaves them
         tasks.invalidate_and_warm_bm25.apply_async((10**9,), {"index_version": 1})
     monkeypatch.setattr(ingest, "DRAIN_CEILING_S", 0.5)
     with pytest.raises(CommandError, match=r"tasks still wait on queue .* purge -Q"):
-        ingest._drain(app)  # no worker: they stay, and the message says what to do
-    assert waiting() >= 20
+        ingest._drain()  # no worker: they stay, and the message says what to do
+    assert waiting_tasks() >= 20
     monkeypatch.setattr(ingest, "DRAIN_CEILING_S", 600)
     worker_factory().start()
-    ingest._drain(app)  # returns once the worker has taken them all
-    assert waiting() == 0
+    ingest._drain()  # returns once the worker has taken them all
+    assert waiting_tasks() == 0
     assert re.search(r"\d+ tasks were waiting on queue", capsys.readouterr().err)
 
 
