@@ -12,8 +12,9 @@ about a fifth of its lists (227 of 1,095 at 300k) where real embeddings need 3%.
 
 A real Celery worker (``--workers``) processes uploads and the index work each change
 queues. Clients search as a deployment's do (``--serve gunicorn``, the default): over HTTP,
-the REST search endpoint with a read key, served by gunicorn with ``--web-workers`` sync
-workers (production settings, the warm-up on); ``--serve threads`` runs them as threads
+the REST search endpoint with a read key (the standard library's ``http.client``, the
+lightest client on the cores the server shares), served by gunicorn with ``--web-workers``
+sync workers (production settings, the warm-up on); ``--serve threads`` runs them as threads
 calling ``RAGService`` in this process instead (one interpreter: its lock, not the index, then
 sets the pace). Then:
 
@@ -50,6 +51,8 @@ at the end (``bench.throwaway``).
 from __future__ import annotations
 
 import bisect
+import http.client
+import json
 import os
 import secrets
 import statistics
@@ -62,7 +65,6 @@ from contextlib import contextmanager
 from functools import cached_property
 from typing import Any
 
-import httpx
 import numpy as np
 from django.conf import settings
 from django.core.management.base import CommandError
@@ -221,21 +223,27 @@ def _searchers(tenant, kb, options: dict[str, Any]):
         override_settings(SECRET_KEY=secret),
         gunicorn_process(options["web_workers"], {"SECRET_KEY": secret}) as (base_url, master),
     ):
-        url = f"{base_url}/api/v1/knowledge-bases/{kb.pk}/search"
-        local = threading.local()
+        host, port = base_url.removeprefix("http://").rsplit(":", 1)
+        path = f"/api/v1/knowledge-bases/{kb.pk}/search"
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
 
         def over_http() -> Search:
             def search(query: str, mode: str, top_k: int = 5) -> tuple[list[int], float]:
-                client = getattr(local, "client", None)
-                if client is None:
-                    client = local.client = httpx.Client(
-                        headers={"Authorization": f"Bearer {key}"}, timeout=60
-                    )
-                body = {"query": query, "mode": mode, "top_k": top_k}
-                response = client.post(url, json=body)
-                if response.status_code != 200:
-                    raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
-                answer = response.json()
+                # The standard library's client, a connection per request: gunicorn's sync
+                # workers close each one after answering anyway, and the clients share the
+                # server's cores, where httpx's client took 0.93 ms of CPU a search against
+                # 0.51 (docs/performance.md, "Session 17").
+                body = json.dumps({"query": query, "mode": mode, "top_k": top_k})
+                conn = http.client.HTTPConnection(host, int(port), timeout=60)
+                try:
+                    conn.request("POST", path, body, headers)
+                    response = conn.getresponse()
+                    payload = response.read()
+                finally:
+                    conn.close()
+                if response.status != 200:
+                    raise RuntimeError(f"HTTP {response.status}: {payload[:200]!r}")
+                answer = json.loads(payload)
                 hits = [hit["document_id"] for hit in answer["results"]]
                 return hits, answer["trace"]["total_ms"]
 

@@ -1,7 +1,15 @@
 """Helpers for the few queries on the search path written as raw SQL (the ORM compiling them
-again on every request cost more CPU than running them; see docs/performance.md, session 9)."""
+again on every request cost more CPU than running them; see docs/performance.md, session 9).
+
+``Columns`` reads a model's rows from a plain cursor: ``Manager.raw`` would do the same, but it
+asks the cursor for its description, matches the columns to fields and builds the converters
+again on every query (0.27 against 0.11 ms of CPU for a knowledge base, of a search's ~6 ms).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 
 def model_columns(model, alias: str = "") -> tuple[list[str], str]:
@@ -11,3 +19,27 @@ def model_columns(model, alias: str = "") -> tuple[list[str], str]:
     fields = model._meta.concrete_fields
     prefix = f"{alias}." if alias else ""
     return [f.attname for f in fields], ", ".join(f"{prefix}{f.column}" for f in fields)
+
+
+class Columns:
+    """A model's concrete columns in a SELECT (``sql``, qualified with ``alias``) and how to turn
+    them, read by a plain cursor, back into an instance (``load``), the fields' own database
+    conversions applied (a JSONField's text decoded) as the ORM would."""
+
+    def __init__(self, model, alias: str = "") -> None:
+        self.model = model
+        self.attnames, self.sql = model_columns(model, alias)
+        self._converted = [
+            (i, f) for i, f in enumerate(model._meta.concrete_fields) if hasattr(f, "from_db_value")
+        ]
+
+    def __len__(self) -> int:
+        return len(self.attnames)
+
+    def load(self, values: Sequence[Any], connection) -> Any:
+        """The instance of one row's values for these columns (in ``sql``'s order)."""
+        if self._converted:
+            values = list(values)
+            for i, field in self._converted:
+                values[i] = field.from_db_value(values[i], None, connection)
+        return self.model.from_db(connection.alias, self.attnames, values)

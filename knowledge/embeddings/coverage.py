@@ -84,6 +84,9 @@ def script_units(text: str) -> Counter[Script]:
     return units
 
 
+_ORDER = {script: i for i, script in enumerate(Script)}  # ties in dominant_script
+
+
 def uncovered_share(units: Counter[Script], coverage: frozenset[Script]) -> float:
     """The share of a text's units written in scripts outside ``coverage`` (0 for no letters)."""
     total = sum(units.values())
@@ -97,7 +100,7 @@ def dominant_script(units: Counter[Script]) -> Script | None:
     letters."""
     if not units:
         return None
-    return max(Script, key=lambda script: (units[script], -list(Script).index(script)))
+    return max(_ORDER, key=lambda script: (units[script], -_ORDER[script]))
 
 
 def parse_scripts(declared: str) -> frozenset[Script] | None:

