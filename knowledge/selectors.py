@@ -60,7 +60,8 @@ _KNOWLEDGE_BASES_BY_ID = (
 def knowledge_bases_by_id(tenant: Tenant, ids: list[int]) -> dict[int, KnowledgeBase]:
     """The tenant's knowledge bases among ``ids``, by id (a foreign or missing one is absent).
     Every search reads them first: as one raw query on a plain cursor (``rag_project.rawsql``),
-    a sixth of the ORM's CPU (1.43 ms, most of it compiling the query)."""
+    0.15 ms of CPU against 0.27 through Manager.raw and 1.43 through the ORM (most of that
+    compiling the query)."""
     with connection.cursor() as cursor:
         cursor.execute(_KNOWLEDGE_BASES_BY_ID, [tenant.pk, list(ids)])
         rows = cursor.fetchall()

@@ -16,7 +16,7 @@ exactly, as DRF's does. A refused request is taken out again by the same script,
 reads when the oldest request leaves the window, so a client that waits ``Retry-After`` gets
 through, and is never told to wait longer than the period. (The script replaced a MULTI/EXEC
 pipeline of the same commands, which cost the web process 0.12 ms of CPU a request against
-0.07 ms: redis-py builds and parses a pipeline in Python; the refusal took a second one.)
+0.09 ms: redis-py builds and parses a pipeline in Python; the refusal took a second one.)
 """
 
 from __future__ import annotations
