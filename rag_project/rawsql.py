@@ -12,26 +12,18 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def model_columns(model, alias: str = "") -> tuple[list[str], str]:
-    """(attribute names, SQL column list) of ``model``'s concrete fields in the same order,
-    the columns qualified with ``alias`` when given: what ``Model.from_db`` and
-    ``Manager.raw`` turn back into instances."""
-    fields = model._meta.concrete_fields
-    prefix = f"{alias}." if alias else ""
-    return [f.attname for f in fields], ", ".join(f"{prefix}{f.column}" for f in fields)
-
-
 class Columns:
     """A model's concrete columns in a SELECT (``sql``, qualified with ``alias``) and how to turn
     them, read by a plain cursor, back into an instance (``load``), the fields' own database
     conversions applied (a JSONField's text decoded) as the ORM would."""
 
     def __init__(self, model, alias: str = "") -> None:
+        fields = model._meta.concrete_fields
+        prefix = f"{alias}." if alias else ""
         self.model = model
-        self.attnames, self.sql = model_columns(model, alias)
-        self._converted = [
-            (i, f) for i, f in enumerate(model._meta.concrete_fields) if hasattr(f, "from_db_value")
-        ]
+        self.attnames = [f.attname for f in fields]
+        self.sql = ", ".join(f"{prefix}{f.column}" for f in fields)
+        self._converted = [(i, f) for i, f in enumerate(fields) if hasattr(f, "from_db_value")]
 
     def __len__(self) -> int:
         return len(self.attnames)
