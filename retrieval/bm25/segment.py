@@ -21,6 +21,7 @@ import struct
 import sys
 from collections.abc import Iterable, Sequence
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,8 +39,18 @@ SEGMENT_FORMAT_VERSION = 1
 # compressed payload stays in the tens of megabytes, far below Redis's 512 MB value limit and
 # bytea's 1 GB, and one segment loads or builds in a few seconds at most.
 MAX_SEGMENT_TOKENS = 16_000_000
+# The most cells a segment's pair grid may have (8 bytes each in every view that uses it).
+MAX_PAIR_CELLS = 1 << 18
 _MAGIC = b"BM25SEG\x00"
 _HEADER = struct.Struct("<8sH")
+
+
+class PairGrid(NamedTuple):
+    """The (term frequency, document length) pairs of a segment's postings (``pair_grid``)."""
+
+    tf: np.ndarray  # float64, 1 .. the segment's largest term frequency: the grid's rows
+    lengths: np.ndarray  # int64, the segment's distinct document lengths: its columns
+    code_type: type  # of ``pair_codes``: uint16 for a grid of at most 65,536 cells, else int32
 
 
 class Segment:
@@ -218,6 +229,43 @@ class Segment:
             return None
         start, end = self.offsets[term_id], self.offsets[term_id + 1]
         return self.post_docs[start:end], self.post_tf[start:end]
+
+    @cached_property
+    def length_ranks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the distinct document lengths, ascending; per document the index of its length
+        among them, int32)."""
+        distinct, ranks = np.unique(self.lengths, return_inverse=True)
+        return distinct, ranks.astype(np.int32).reshape(-1)
+
+    @cached_property
+    def pair_grid(self) -> PairGrid | None:
+        """Every (term frequency, document length) pair a posting of this segment can have, as
+        a grid: term frequencies 1 .. the largest, by the distinct lengths. A posting's BM25
+        contribution depends on its document only through the pair, so a view computes one
+        value per cell and gathers them by ``pair_codes`` (``SegmentedIndex``). None when the
+        grid would pass ``MAX_PAIR_CELLS`` (a term repeated hundreds of times in a document of
+        a segment with many lengths): the view then computes that segment's contributions
+        per posting."""
+        lengths, _ = self.length_ranks
+        largest = int(self.post_tf.max()) if self.post_tf.size else 0
+        if not largest or largest * lengths.size > MAX_PAIR_CELLS:
+            return None
+        code_type = np.uint16 if largest * lengths.size <= 1 << 16 else np.int32
+        return PairGrid(np.arange(1, largest + 1, dtype=np.float64), lengths, code_type)
+
+    def pair_codes(self, term_id: int) -> np.ndarray:
+        """Per posting of a local term, its cell in ``pair_grid`` (row-major), which must not
+        be None."""
+        grid = self.pair_grid
+        if grid is None:
+            raise ValueError("this segment has no pair grid: compute per posting")
+        start, end = self.offsets[term_id], self.offsets[term_id + 1]
+        _, ranks = self.length_ranks
+        codes = self.post_tf[start:end].astype(np.int32)
+        codes -= 1
+        codes *= grid.lengths.size
+        codes += ranks.take(self.post_docs[start:end])
+        return codes.astype(grid.code_type, copy=False)
 
     @cached_property
     def nbytes(self) -> int:

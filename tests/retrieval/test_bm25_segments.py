@@ -247,6 +247,87 @@ def test_cached_term_weights_give_the_same_answers_and_stay_within_their_budget(
         assert [d for d, _ in hits] == top
 
 
+def _common_terms_view(segments, **options):
+    """A view computing every term from its layout (as common terms are), on ``segments``."""
+    return SegmentedIndex(segments, cache_min_postings=1, **options)
+
+
+def test_contributions_from_pair_codes_are_the_per_posting_ones_to_the_bit(monkeypatch):
+    corpus = zipf_corpus(3_000, vocab=300, mean_len=25, seed=5)
+    corpus[7] = ["t3"] * 40 + corpus[7]  # a term frequency far above the others
+    segments = [
+        Segment.build(range(i, i + 1_000), corpus[i : i + 1_000]) for i in range(0, 3_000, 1_000)
+    ]
+    queries = [*sample_queries(corpus, 20, seed=5), ["t3"], ["t0", "t3", "t0"]]
+    per_posting = SegmentedIndex(segments, deleted=[3, 1_500], cache_min_postings=10**9)
+    coded = _common_terms_view(segments, deleted=[3, 1_500])
+    for query in queries:
+        np.testing.assert_array_equal(coded.get_scores(query), per_posting.get_scores(query))
+        assert coded.search(query, 10) == per_posting.search(query, 10)
+    assert all(s.pair_grid is not None for s in segments)
+    assert coded._layouts.nbytes > 0 and len(coded._weights._entries) > 0
+    # A segment whose grid would be too large is computed per posting, beside coded ones.
+    monkeypatch.setattr("retrieval.bm25.segment.MAX_PAIR_CELLS", 40 * 30)
+    rebuilt = [Segment.build(s.doc_ids, _documents_of(s)) for s in segments]
+    assert rebuilt[0].pair_grid is None and rebuilt[1].pair_grid is not None
+    with pytest.raises(ValueError, match="no pair grid"):
+        rebuilt[0].pair_codes(0)
+    mixed = _common_terms_view(rebuilt, deleted=[3, 1_500])
+    reference = rank_bm25.BM25Okapi([d for i, d in enumerate(corpus) if i not in (3, 1_500)])
+    for query in queries:
+        np.testing.assert_array_equal(mixed.get_scores(query), per_posting.get_scores(query))
+        np.testing.assert_allclose(mixed.get_scores(query), reference.get_scores(query), atol=1e-6)
+
+
+def _documents_of(segment: Segment) -> list[list[str]]:
+    """A segment's documents as token lists again (token order lost, which BM25 ignores)."""
+    documents: list[list[str]] = [[] for _ in range(len(segment))]
+    for term_id, term in enumerate(segment.terms):
+        start, end = segment.offsets[term_id], segment.offsets[term_id + 1]
+        for doc, tf in zip(segment.post_docs[start:end], segment.post_tf[start:end], strict=True):
+            documents[doc].extend([term] * int(tf))
+    return documents
+
+
+def test_views_after_a_change_reuse_the_layouts_of_the_segments_they_share():
+    corpus = zipf_corpus(2_000, vocab=200, mean_len=20, seed=9)
+    segments = [Segment.build(range(1_000), corpus[:1_000])]
+    segments.append(Segment.build(range(1_000, 2_000), corpus[1_000:]))
+    first = _common_terms_view(segments)
+    first.get_scores(["t0", "t1"])
+    t0, t1 = first._layouts.get(first._vocab["t0"]), first._layouts.get(first._vocab["t1"])
+    # A new segment holding t0 only, and a deletion: a new average length and new idfs.
+    segments.append(Segment.build([5_000], [["t0", "zz"]]))
+    second = _common_terms_view(segments, deleted=[4], previous=first)
+    fresh = SegmentedIndex(segments, deleted=[4])
+    for query in (["t0"], ["t1"], ["t0", "t1", "zz"]):
+        np.testing.assert_array_equal(second.get_scores(query), fresh.get_scores(query))
+    assert second._layouts.get(second._vocab["t1"]) is t1  # no segment of t1 changed
+    grown = second._layouts.get(second._vocab["t0"])
+    assert (
+        grown.codes[:2] == t0.codes[:2]
+        and all(  # same arrays, not recomputed
+            a is b for a, b in zip(grown.codes[:2], t0.codes[:2], strict=True)
+        )
+    )
+    assert grown.positions[: t0.positions.size].tolist() == t0.positions.tolist()
+    assert grown.positions[-1] == 2_000  # the new segment's document, after the others
+    # An older view still serving searches leaves the newer layout in place.
+    first._term_contributions("t0")
+    assert second._layouts.get(second._vocab["t0"]) is grown
+
+
+def test_the_layout_cache_stays_within_its_budget():
+    corpus = zipf_corpus(3_000, vocab=400, mean_len=30, seed=4)
+    segments = [Segment.build(range(0, 1_500), corpus[:1_500])]
+    segments.append(Segment.build(range(1_500, 3_000), corpus[1_500:]))
+    budget = 60_000
+    view = _common_terms_view(segments, layout_cache_bytes=budget)
+    for query in sample_queries(corpus, 40, seed=4):
+        view.search(query, 10)
+    assert 0 < view._layouts.nbytes <= budget
+
+
 def test_segment_payload_refuses_other_formats():
     payload = Segment.build([1], [["a"]]).to_bytes()
     with pytest.raises(ValueError, match="format"):
@@ -303,7 +384,14 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
         view = SegmentedIndex(self.segments, deleted=sorted(self.deleted))
         # A view composed on the one before (as each process does after a change) scores the
         # same, whether it could reuse that one's vocabulary (segments only added) or not.
-        followed = SegmentedIndex(self.segments, deleted=sorted(self.deleted), previous=self.view)
+        # It computes every term from layouts and pair codes, as common terms are, shared
+        # along this chain of views (adds, deletions and merges in between).
+        followed = SegmentedIndex(
+            self.segments,
+            deleted=sorted(self.deleted),
+            previous=self.view,
+            cache_min_postings=1,
+        )
         # ... and so does one composed from the dead frequencies the view before recorded
         # (as a search process composes a stored manifest's version): with the counts for
         # segments whose deletions did not change since, a count for the others.
