@@ -497,14 +497,18 @@ class SegmentedIndex:
         """Positions and contributions straight from the postings (a term of few postings)."""
         docs = self._positions(holders)
         tf_parts = [s.post_tf[s.offsets[t] : s.offsets[t + 1]] for s, _, t, _ in holders]
-        weights = np.concatenate(tf_parts, dtype=np.float64)
-        # idf * (tf * (k1 + 1) / (tf + norm)), as rank_bm25 evaluates it, in place.
-        denominator = self._norm.take(docs)
-        denominator += weights
-        weights *= self.params.k1 + 1
-        weights /= denominator
+        weights = self._per_posting(np.concatenate(tf_parts, dtype=np.float64), docs)
         weights *= idf
         return docs, weights
+
+    def _per_posting(self, tf: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """``tf * (k1 + 1) / (tf + norm)`` per posting as rank_bm25 evaluates it, in place in
+        ``tf`` (float64), the norms those of the documents at ``positions``."""
+        denominator = self._norm.take(positions)
+        denominator += tf
+        tf *= self.params.k1 + 1
+        tf /= denominator
+        return tf
 
     def _layout(self, term_id: int, holders: list[_Holder]) -> _Layout:
         """The term's global positions and pair codes, from the views' shared cache when its
@@ -554,10 +558,8 @@ class SegmentedIndex:
             if codes is None:  # a segment without a pair grid: per posting
                 start, end = segment.offsets[local], segment.offsets[local + 1]
                 tf = segment.post_tf[start:end].astype(np.float64)
-                part = weights[at : at + tf.size]
-                np.add(self._norm.take(layout.positions[at : at + tf.size]), tf, out=part)
-                tf *= self.params.k1 + 1
-                np.divide(tf, part, out=part)
+                part = slice(at, at + tf.size)
+                weights[part] = self._per_posting(tf, layout.positions[part])
                 at += tf.size
                 continue
             self._pair_table(segment).take(codes, out=weights[at : at + codes.size], mode="clip")
