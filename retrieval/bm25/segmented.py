@@ -52,9 +52,17 @@ import numpy as np
 from retrieval.bm25.index import BM25Params
 from retrieval.bm25.segment import PairGrid, Segment
 
-_DENSE_FRACTION = 8  # sum with bincount when the postings read reach 1/8 of the documents
+_DENSE_FRACTION = 8  # read a sum back by a dense scan when the postings reach 1/8 of the docs
 # Try MaxScore when the other terms read at most this fraction of the dominant term's postings.
 _MAXSCORE_RATIO = 4
+# Looking a candidate up by binary search costs about as much as adding this many postings to
+# the dense buffer (~45 ns against ~2 ns, measured with numpy 2.4 for 3k-100k postings), and a
+# dense lookup about this many more (zeroing, its calls).
+_LOOKUP_COST = 22
+_DENSE_LOOKUP_OVERHEAD = 8192
+# Relative room for summing the same contributions in another order (a few units in the last
+# place of a float64 sum of tens of terms is ~1e-14).
+_ORDER_SLACK = 1e-12
 # Term contributions kept per view (bytes), and the shortest postings worth keeping: a query
 # of common terms then reads its float64 weights instead of recomputing them (bm25s keeps every
 # term's weights precomputed, as float32; exactness forbids float32 and memory all of them).
@@ -65,6 +73,7 @@ _CACHE_MIN_POSTINGS = 2048
 # from them (a gather from a table of a few thousand values and one multiply) instead of
 # from its postings (a gather of length norms, a division per posting).
 LAYOUT_CACHE_BYTES = 64 * 1024 * 1024
+RARE_CACHE_BYTES = 8 * 1024 * 1024
 _ENTRY_OVERHEAD = 256  # two array headers and the LRU's slot, roughly
 _Part = tuple[np.ndarray, np.ndarray]  # a term's global positions (ascending), contributions
 _Dead = tuple[np.ndarray, np.ndarray]  # a segment's local term ids, deleted documents holding each
@@ -184,6 +193,9 @@ class SegmentedIndex:
         self._stale_terms = int(np.count_nonzero(self._df == 0))
         self._idf = _floored_idf_live(self._df, self._n, params.epsilon)
         self._weights = _ByteLRU(weight_cache_bytes, _entry_bytes)
+        # Rarer terms' positions and contributions, in their own LRU so that they never push
+        # a common term out: computing one costs ~5 us of numpy calls, reading it ~0.5 us.
+        self._rare: _ByteLRU[int, _Part] = _ByteLRU(RARE_CACHE_BYTES, _part_bytes)
         self._cache_min_postings = cache_min_postings
         # Layouts are keyed by global term id, so only views that kept the vocabulary share.
         self._layouts: _ByteLRU[int, _Layout] = (
@@ -297,7 +309,7 @@ class SegmentedIndex:
         if len(parts) == 1:  # one known token: its postings are the scores, no summing
             touched, hits = parts[0]
         else:
-            found = self._without_dominant_term(parts, term_ids, top_k, allowed)
+            found = self._maxscore(parts, term_ids, top_k, allowed)
             touched, hits = found if found is not None else self._summed(parts, top_k, allowed)
         keep = hits != 0
         if self._dead is not None:
@@ -325,99 +337,211 @@ class SegmentedIndex:
         return list(zip(ids[order].tolist(), hits[order].tolist(), strict=True))
 
     def _summed(
-        self, parts: list[_Part], top_k: int, allowed: np.ndarray | None
+        self, parts: list[_Part], top_k: int, allowed: np.ndarray | None, floor: float = 0.0
     ) -> tuple[np.ndarray, np.ndarray]:
         """(positions, scores) of the touched documents that may be in the top k.
 
-        Both ways add each document's contributions in query order, as rank_bm25 does. The
-        k-th best score among the rarest term's eligible documents bounds the k-th best overall
-        from below, so only documents scoring at least that are candidates.
+        Every part is added with ``np.add.at`` (a fast path since numpy 1.25; positions are
+        unique within a part), in order, into a zeroed dense buffer from the view's pool, so
+        each document's contributions are added in the parts' order. The k-th best score among
+        the rarest part's eligible documents bounds the k-th best overall from below, as does
+        `floor` when given, so only documents scoring at least the larger are candidates.
+        They are read back one of two ways, whichever reads less (numpy 2.4, 2-core machine: a
+        dense scan and refill ~0.7 ns per document, a gather and a scatter of zeros ~2.2 ns per
+        posting):
 
-        - Postings covering a good part of the documents: ``np.bincount`` into a fresh dense
-          array, then one scan for the candidates.
-        - Fewer: ``np.add.at`` (a fast path since numpy 1.25; positions are unique within a
-          term) into a zeroed dense buffer from the view's pool, read back term by term over
-          the postings, zeroing what was read, so a document held by several terms is read at
-          its first term only (later ones read 0) and the buffer returns to the pool zeroed.
-          No sort, no scan of every document.
-        """
+        - postings covering a good part of the documents (``_DENSE_FRACTION``): one scan of
+          the buffer for the candidates, then ``fill(0)``;
+        - fewer: term by term over the postings, zeroing what was read, so a document held by
+          several terms is read at its first term only (later ones read 0). No sort.
+
+        The buffer goes back to the pool zeroed (an exception drops it)."""
         rarest = min((p for p, _ in parts), key=len)
-        if sum(p.size for p, _ in parts) * _DENSE_FRACTION >= self._all_ids.size:
-            scores = np.bincount(
-                np.concatenate([p for p, _ in parts]),
-                np.concatenate([w for _, w in parts]),
-                minlength=self._all_ids.size,
-            )
-            bound = self._lower_bound(scores, rarest, top_k, allowed)
-            touched = np.flatnonzero(scores >= bound if bound > 0 else scores)
-            return touched, scores[touched]
         buffer = self._buffers.pop() if self._buffers else np.zeros(self._all_ids.size)
         for positions, weights in parts:
             np.add.at(buffer, positions, weights)
-        bound = self._lower_bound(buffer, rarest, top_k, allowed)
+        bound = max(floor, self._lower_bound(buffer, rarest, top_k, allowed))
+        if sum(p.size for p, _ in parts) * _DENSE_FRACTION >= buffer.size:
+            touched = np.flatnonzero(buffer >= bound if bound > 0 else buffer != 0)
+            hits = buffer[touched]
+            buffer.fill(0.0)
+            self._buffers.append(buffer)
+            return touched, hits
         touched_parts, hit_parts, seen = [], [], set()
         for positions, _ in parts:
             if id(positions) in seen:  # a repeated token: the same arrays, already read
                 continue
             seen.add(id(positions))
-            scores = buffer.take(positions)
-            np.put(buffer, positions, 0.0)
-            keep = (scores >= bound if bound > 0 else scores).nonzero()[0]
+            at = positions.astype(np.intp)  # numpy indexes with intp: int32 converts per call
+            scores = buffer[at]
+            buffer[at] = 0.0
+            keep = (scores >= bound if bound > 0 else scores != 0).nonzero()[0]
             touched_parts.append(positions[keep])
             hit_parts.append(scores[keep])
-        # Only a buffer back to zeros returns to the pool (an exception above drops it).
         self._buffers.append(buffer)
         return np.concatenate(touched_parts), np.concatenate(hit_parts)
 
-    def _without_dominant_term(
+    def _maxscore(
         self, parts: list[_Part], term_ids: list[int], top_k: int, allowed: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Exact top-k candidates read from the other terms only when one term has most of the
-        postings (MaxScore, with one non-essential term), or None when that cannot be proven.
+        """(positions, scores) of the candidates for the top k, reading the longest postings
+        only where they can change it (MaxScore), or None when the query has no such split.
 
-        The other terms' documents are scored without the dominant term; theta, the k-th best
-        of those partial scores (eligible documents only), is at most the k-th best final score
-        since the dominant term adds nothing negative (its idf is not). If the most the dominant
-        term alone can give (its largest contribution, kept per view, once per occurrence) is
-        below theta, no document holding only that term can reach the top k; of the others only
-        those whose partial score plus that most reaches theta can, and only those have the
-        dominant term's contribution looked up (binary search in its sorted postings): its long
-        postings are never read."""
-        at_most = max(range(len(parts)), key=lambda i: parts[i][0].size)
-        dominant, term_id = parts[at_most], term_ids[at_most]
-        rest = [part for part in parts if part is not dominant]
-        if not rest or _MAXSCORE_RATIO * sum(d.size for d, _ in rest) > dominant[0].size:
+        The query's distinct terms are split by length of postings: the shortest are
+        *essential*, as many as the others still outnumber ``_MAXSCORE_RATIO`` times in
+        postings (more essential terms only raise theta and lower the bound below, fewer
+        would leave more candidates). The essential terms are summed, giving partial scores;
+        theta, the k-th best partial score of an eligible document, is at most the k-th best
+        final score, since the *non-essential* terms add nothing negative (their idf >= 0
+        here, or there is no split). If the most they can add together (the sum, in query
+        order, of each occurrence's largest contribution, kept per term and view) is below
+        theta, a document holding only them cannot reach the top k, and of the others only
+        those whose partial score plus what the non-essential terms can still add reaches
+        theta stay candidates: the non-essential terms are looked up one by one, largest
+        contribution first, each narrowing the candidates before the next. A term is looked
+        up by binary search in its sorted postings when the candidates are few against them,
+        otherwise through the dense buffer.
+
+        The candidates' scores are then added again in query order, as rank_bm25 adds them,
+        so they are its bits and ties break by doc id as in one index. Float addition is
+        monotonic, so a bound computed in another order can differ from the query order's by
+        a few units in the last place: theta is lowered by ``_ORDER_SLACK`` (relative) before
+        it excludes anything, and an excluded document scores strictly below the k-th best.
+        When the split cannot prune, the whole query is summed (``_summed``) with theta as
+        its floor."""
+        slot: dict[int, int] = {}  # id() of a term's positions -> its distinct index
+        distinct: list[_Part] = []
+        occurrences: list[int] = []  # per query occurrence, its distinct index
+        for part in parts:
+            index = slot.setdefault(id(part[0]), len(distinct))
+            if index == len(distinct):
+                distinct.append(part)
+            occurrences.append(index)
+        if len(distinct) < 2:
             return None
-        if self._idf[term_id] < 0:
+        read = [0] * len(distinct)  # postings read per distinct term, over its occurrences
+        for index in occurrences:
+            read[index] += distinct[index][0].size
+        essential: set[int] = set()
+        kept, total = 0, sum(read)
+        for index in sorted(range(len(distinct)), key=lambda i: distinct[i][0].size)[:-1]:
+            if _MAXSCORE_RATIO * (kept + read[index]) > total - kept - read[index]:
+                break
+            essential.add(index)
+            kept += read[index]
+        if not essential:
             return None
+        others = [index for index in occurrences if index not in essential]  # in query order
+        ids_of = {id(part[0]): term_id for part, term_id in zip(parts, term_ids, strict=True)}
+        if any(self._idf[ids_of[id(distinct[i][0])]] < 0 for i in others):
+            return None
+        most = {i: self._most(distinct[i], ids_of[id(distinct[i][0])]) for i in others}
+        alone = 0.0
+        for index in others:
+            alone += most[index]
+        rest = [parts[i] for i, index in enumerate(occurrences) if index in essential]
+        if len(rest) > 1:  # (one part is its own partial scores: theta costs no more)
+            # Worth summing the essential terms only if theta is likely to pass `alone`: when
+            # the k-th best of their contributions does (a guess: a document holding two of
+            # them counts twice; theta itself is exact).
+            guess = np.concatenate([distinct[i][1] for i in essential])
+            if not self._kth_best(guess, None, top_k, None) * (1 - _ORDER_SLACK) > alone:
+                return None
         touched, hits = self._summed(rest, 0, None) if len(rest) > 1 else rest[0]
-        eligible = hits > 0
-        if self._dead is not None:
-            eligible &= ~self._dead[touched]
-        if allowed is not None:
-            eligible &= np.isin(self._all_ids[touched], allowed)
-        sample = hits[eligible]
-        if sample.size < top_k:
-            return None
-        theta = np.partition(sample, sample.size - top_k)[sample.size - top_k]
-        most = self._max_weight.get(term_id)
-        if most is None:
-            most = self._max_weight[term_id] = float(dominant[1].max())
-        occurrences = len(parts) - len(rest)
-        alone, reach = 0.0, hits
-        for _ in range(occurrences):  # float sums are monotonic: these bound the real ones
-            alone += most
-            reach = reach + most
-        if not alone < theta:
-            return None
+        theta = self._kth_best(hits, touched, top_k, allowed) * (1 - _ORDER_SLACK)
+        if alone < theta:
+            pruned = self._pruned(touched, hits, theta, distinct, others, most)
+            if pruned is not None:
+                touched, known = pruned
+                return touched, self._in_query_order(touched, known, parts, occurrences, essential)
+        return self._summed(parts, top_k, allowed, floor=theta)
+
+    def _pruned(
+        self,
+        touched: np.ndarray,
+        hits: np.ndarray,
+        theta: float,
+        distinct: list[_Part],
+        others: list[int],
+        most: dict[int, float],
+    ) -> tuple[np.ndarray, dict[int, np.ndarray]] | None:
+        """MaxScore's second half (see ``_maxscore``): the positions of the candidates among
+        the essential terms' documents (`touched`, partial scores `hits`) and the contributions
+        of the non-essential terms looked up so far, or None when looking them up would read
+        what summing them does."""
+        reach = hits
+        for index in others:
+            reach = reach + most[index]
         keep = (reach >= theta).nonzero()[0]
         touched, hits = touched[keep], hits[keep]
-        docs, weights = dominant
-        at = np.minimum(np.searchsorted(docs, touched), docs.size - 1)
-        extra = np.where(docs[at] == touched, weights[at], 0.0)
-        for _ in range(occurrences):
-            hits = hits + extra
-        return touched, hits
+        if not any(_searched(touched.size, distinct[i][0].size) for i in most):
+            return None
+        known: dict[int, np.ndarray] = {}
+        for index in sorted(most, key=most.__getitem__, reverse=True)[:-1]:
+            known[index] = self._looked_up(distinct[index], touched)
+            reach = hits  # what the terms looked up add instead of their most
+            for other in others:
+                reach = reach + (known[other] if other in known else most[other])
+            keep = (reach >= theta).nonzero()[0]
+            if keep.size < touched.size:
+                touched, hits = touched[keep], hits[keep]
+                known = {i: extra[keep] for i, extra in known.items()}
+        return touched, known
+
+    def _in_query_order(
+        self,
+        touched: np.ndarray,
+        known: dict[int, np.ndarray],
+        parts: list[_Part],
+        occurrences: list[int],
+        essential: set[int],
+    ) -> np.ndarray:
+        """The scores of the documents at `touched` (unique), every occurrence's contribution
+        added in query order into the dense buffer: the essential terms' postings whole, the
+        others' for `touched` only (`known` by distinct index, or looked up now)."""
+        buffer = self._buffers.pop() if self._buffers else np.zeros(self._all_ids.size)
+        for part, index in zip(parts, occurrences, strict=True):
+            if index in essential:
+                np.add.at(buffer, part[0], part[1])
+            else:
+                if index not in known:
+                    known[index] = self._looked_up(part, touched)
+                np.add.at(buffer, touched, known[index])
+        scores = buffer.take(touched)
+        written = [
+            part[0] for part, index in zip(parts, occurrences, strict=True) if index in essential
+        ]
+        if sum(w.size for w in written) * _DENSE_FRACTION >= buffer.size:
+            buffer.fill(0.0)
+        else:
+            buffer[touched] = 0.0
+            for positions in written:
+                buffer[positions.astype(np.intp)] = 0.0
+        self._buffers.append(buffer)
+        return scores
+
+    def _looked_up(self, part: _Part, touched: np.ndarray) -> np.ndarray:
+        """The term's contribution to each of the documents at `touched` (0 where absent)."""
+        docs, weights = part
+        if _searched(touched.size, docs.size):
+            at = np.minimum(np.searchsorted(docs, touched), docs.size - 1)
+            return np.where(docs[at] == touched, weights[at], 0.0)
+        buffer = self._buffers.pop() if self._buffers else np.zeros(self._all_ids.size)
+        np.add.at(buffer, docs, weights)  # into zeros: the weights themselves
+        found = buffer.take(touched)
+        if docs.size * _DENSE_FRACTION >= buffer.size:
+            buffer.fill(0.0)
+        else:
+            buffer[docs.astype(np.intp)] = 0.0
+        self._buffers.append(buffer)
+        return found
+
+    def _most(self, part: _Part, term_id: int) -> float:
+        """The term's largest contribution in this view (kept: 8 bytes per term asked)."""
+        most = self._max_weight.get(term_id)
+        if most is None:
+            most = self._max_weight[term_id] = float(part[1].max())
+        return most
 
     def _lower_bound(
         self, scores: np.ndarray, rarest: np.ndarray, top_k: int, allowed: np.ndarray | None
@@ -425,15 +549,36 @@ class SegmentedIndex:
         """The k-th best score among the rarest query term's eligible documents (a lower bound
         of the k-th best overall, so the top k scores at least that), or 0 when it has fewer
         than k of them."""
-        if not top_k or rarest.size < top_k:
+        return self._kth_best(scores.take(rarest), rarest, top_k, allowed)
+
+    def _kth_best(
+        self,
+        scores: np.ndarray,
+        positions: np.ndarray | None,
+        top_k: int,
+        allowed: np.ndarray | None,
+    ) -> float:
+        """The k-th best positive score of an eligible document (`scores` of the documents at
+        `positions`; of any document without them), or 0 when fewer than k have one.
+
+        ``np.partition`` costs ~7 ns an element: of many, the k-th best of a strided subset of
+        about 16 k (at most the k-th best of all) first drops what scores below it."""
+        if not top_k or scores.size < top_k:
             return 0.0
-        sample = scores.take(rarest)
-        eligible = sample > 0
-        if self._dead is not None:
-            eligible &= ~self._dead[rarest]
-        if allowed is not None:
-            eligible &= np.isin(self._all_ids[rarest], allowed)
-        sample = sample[eligible]
+        step = scores.size // (16 * top_k)
+        if step >= 2:
+            sampled = None if positions is None else positions[::step]
+            floor = self._kth_best(scores[::step], sampled, top_k, allowed)
+            if floor > 0:
+                keep = (scores >= floor).nonzero()[0]
+                scores = scores[keep]
+                positions = None if positions is None else positions[keep]
+        eligible = scores > 0
+        if positions is not None and self._dead is not None:
+            eligible &= ~self._dead[positions]
+        if positions is not None and allowed is not None:
+            eligible &= np.isin(self._all_ids[positions], allowed)
+        sample = scores[eligible]
         if sample.size < top_k:
             return 0.0
         return float(np.partition(sample, sample.size - top_k)[sample.size - top_k])
@@ -465,7 +610,11 @@ class SegmentedIndex:
             return cached
         holders = self._holders(term)
         if sum(h.postings for h in holders) < self._cache_min_postings:
-            return self._computed(holders, self._idf[term_id])
+            rare = self._rare.get(term_id)
+            if rare is None:
+                rare = self._computed(holders, self._idf[term_id])
+                self._rare.put(term_id, rare)
+            return rare
         layout = self._layout(term_id, holders)
         computed = layout.positions, self._weighed(layout, self._idf[term_id])
         self._weights.put(term_id, computed)
@@ -581,6 +730,12 @@ class SegmentedIndex:
         return table
 
 
+def _searched(keys: int, postings: int) -> bool:
+    """Whether `keys` documents are looked up in `postings` sorted ones by binary search (or
+    through the dense buffer)."""
+    return keys * _LOOKUP_COST < postings + _DENSE_LOOKUP_OVERHEAD
+
+
 def _reusable(
     previous: SegmentedIndex | None,
     segments: tuple[Segment, ...],
@@ -676,6 +831,10 @@ def _entry_bytes(entry: tuple[np.ndarray, np.ndarray]) -> int:
     layout's, counted by the layout cache (they outlive the layout's eviction while the entry
     lives, at most half the weight cache's bytes: 4 bytes a posting against 8)."""
     return entry[1].nbytes + _ENTRY_OVERHEAD
+
+
+def _part_bytes(part: _Part) -> int:
+    return part[0].nbytes + part[1].nbytes + _ENTRY_OVERHEAD
 
 
 def _layout_bytes(layout: _Layout) -> int:

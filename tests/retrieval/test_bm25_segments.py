@@ -3,6 +3,7 @@ segment list and deletions (pure: no database)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -15,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from bench.synthetic import sample_queries, zipf_corpus
 from retrieval.bm25 import BM25Index, Segment, SegmentedIndex, plan_segments
+from retrieval.bm25 import segmented as segmented_module
 from retrieval.bm25store.manifest import Manifest
 
 TOKENS = ["sensor", "the", "pump", "a", "传感器", "温度", "th01", "v2.3.1"]
@@ -444,3 +446,45 @@ SegmentedIndexMachine.TestCase.settings = settings(
     max_examples=150, stateful_step_count=12, deadline=None
 )
 test_segmented_index_stays_exact = SegmentedIndexMachine.TestCase
+
+
+def test_maxscore_over_several_common_terms_finds_the_exact_top_k(monkeypatch):
+    """Queries mixing common and rare terms, with deletions and `allowed`: the top k (ids and
+    scores) is the single index's, whichever way MaxScore went (pruned with binary searches or
+    dense lookups, or summed on from the partial scores); each way is taken at least once."""
+    corpus = zipf_corpus(8_000, vocab=3_000, mean_len=30, seed=11)
+    ids = list(range(8_000))
+    segments = [
+        Segment.build(ids[i : i + 2_000], corpus[i : i + 2_000]) for i in range(0, 8_000, 2_000)
+    ]
+    deleted = list(range(3, 8_000, 17))
+    view = SegmentedIndex(segments, deleted=deleted)
+    live = sorted(set(ids) - set(deleted))
+    single = BM25Index.build(live, [corpus[i] for i in live])
+    common = ["t0", "t1", "t2", "t3", "t5", "t8"]
+    queries = sample_queries(corpus, 60, seed=11)
+    queries += [[a, b, q[-1]] for a, b in itertools.pairwise(common) for q in queries[:8]]
+    queries += [[a, q[0], a] for a in common[:3] for q in queries[:6]]  # repeated tokens
+    seen: dict[str, int] = {"pruned": 0, "summed on": 0, "searched": 0, "dense": 0}
+    pruned, searched = SegmentedIndex._pruned, segmented_module._searched
+
+    def spy_pruned(self, *args):
+        found = pruned(self, *args)
+        seen["pruned" if found is not None else "summed on"] += 1
+        return found
+
+    def spy_searched(keys, postings):
+        found = searched(keys, postings)
+        seen["searched" if found else "dense"] += 1
+        return found
+
+    monkeypatch.setattr(SegmentedIndex, "_pruned", spy_pruned)
+    monkeypatch.setattr(segmented_module, "_searched", spy_searched)
+    allowed = np.array(live[::3])
+    for query in queries:
+        for k in (1, 10, 30):
+            for only in (None, allowed):
+                ours, theirs = view.search(query, k, only), single.search(query, k, only)
+                assert [d for d, _ in ours] == [d for d, _ in theirs], (query, k)
+                assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
+    assert all(seen.values()), seen
