@@ -28,14 +28,22 @@ segment, each posting's code in the segment's grid of (term frequency, document 
 another after changes share them in a second LRU; a new view (a new average length and new
 idfs) computes ``tf * (k1 + 1) / (tf + norm(dl))`` once per grid cell (a few thousand) and
 gathers it by code, then multiplies by idf: the same operations on the same values as per
-posting, so the same bits, at ~1.3 ns a posting instead of ~5. They are
-summed per document in query order with ``np.bincount`` into a fresh dense array when they cover
-a good part of the index, else with ``np.add.at`` into a pooled zeroed buffer read back (and
-re-zeroed) over the postings only. The k-th best score among the rarest term's documents bounds
-the k-th best from below, so only documents reaching it are candidates. Deleted documents are
-dropped there, so their postings cost time until a merge removes them. Top k: a strided sample
-bounds the k-th best from below again, a partition over what reaches it, then an exact sort by
-(-score, doc id).
+posting, so the same bits, at ~1.3 ns a posting instead of ~5. Rarer terms' are kept in a
+smaller LRU of their own.
+
+Two ways sum them and select the top k, with the same result bit for bit:
+
+- the compiled loops (``retrieval.bm25.kernels``), once a process has loaded them: every
+  occurrence added into a pooled buffer in query order and read back into a heap of the k
+  best, or MaxScore when the query splits (``_compiled_search``);
+- numpy until then: ``np.add.at`` into the pooled buffer in query order, read back by a scan or
+  over the postings; the k-th best score among the rarest term's documents bounds the k-th
+  best from below, so only documents reaching it are candidates; a strided sample bounds it
+  again, a partition over what reaches it, then an exact sort by (-score, doc id); MaxScore
+  when the query splits (``_maxscore``).
+
+Deleted documents are dropped as they are read, so their postings cost time until a merge
+removes them.
 """
 
 from __future__ import annotations
@@ -45,10 +53,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
+from types import ModuleType
 from typing import Generic, NamedTuple, TypeVar, cast
 
 import numpy as np
 
+from retrieval.bm25 import kernels
 from retrieval.bm25.index import BM25Params
 from retrieval.bm25.segment import PairGrid, Segment
 
@@ -60,6 +70,9 @@ _MAXSCORE_RATIO = 4
 # dense lookup about this many more (zeroing, its calls).
 _LOOKUP_COST = 22
 _DENSE_LOOKUP_OVERHEAD = 8192
+# The compiled loops: finding a candidate in a term's postings by galloping (~25 ns, branchy)
+# costs about as much as adding and reading back this many postings (~2 ns each).
+_GALLOP_COST = 12
 # Relative room for summing the same contributions in another order (a few units in the last
 # place of a float64 sum of tens of terms is ~1e-14).
 _ORDER_SLACK = 1e-12
@@ -77,6 +90,9 @@ RARE_CACHE_BYTES = 8 * 1024 * 1024
 _ENTRY_OVERHEAD = 256  # two array headers and the LRU's slot, roughly
 _Part = tuple[np.ndarray, np.ndarray]  # a term's global positions (ascending), contributions
 _Dead = tuple[np.ndarray, np.ndarray]  # a segment's local term ids, deleted documents holding each
+# "No deletions" and "no restriction" for the compiled loops.
+_NO_DEAD = np.zeros(0, dtype=np.bool_)
+_NO_ALLOWED = np.zeros(0, dtype=np.int64)
 _MAX_STALE_FRACTION = 0.25  # of the vocabulary, before a view stops reusing the one before
 
 
@@ -306,6 +322,9 @@ class SegmentedIndex:
         parts = self._occurrences(query, term_ids)
         if not parts:
             return []
+        compiled = kernels.get()
+        if compiled is not None:
+            return self._compiled_search(compiled, parts, term_ids, top_k, allowed)
         if len(parts) == 1:  # one known token: its postings are the scores, no summing
             touched, hits = parts[0]
         else:
@@ -335,6 +354,119 @@ class SegmentedIndex:
         ids = self._all_ids[touched]
         order = np.lexsort((ids, -hits))[:top_k]
         return list(zip(ids[order].tolist(), hits[order].tolist(), strict=True))
+
+    def _compiled_search(
+        self,
+        compiled: ModuleType,
+        parts: list[_Part],
+        term_ids: list[int],
+        top_k: int,
+        allowed: np.ndarray | None,
+    ) -> list[tuple[int, float]]:
+        """``search`` by the compiled loops (``retrieval.bm25.kernels``): the same ids and
+        scores, bit for bit, in the same order.
+
+        One term: its contributions are the scores; the heap keeps the top k. Several: MaxScore
+        when the query splits (``_split``): the essential terms are added into the pooled
+        buffer in query order and read back (zeroing it) into the heap, which gives theta, and
+        into a list of every eligible document's partial score; if what the other terms can
+        add (``alone``) is below theta, only documents whose partial score plus it reaches
+        theta are candidates, and their scores are added again over every occurrence in query
+        order, each term's contribution found by galloping through its sorted postings.
+        Otherwise (no split, or theta too low) every occurrence is added into the buffer and
+        read back into the heap: ~1 ns a posting each way."""
+        ids, k = self._all_ids, min(top_k, self._all_ids.size)
+        dead = self._dead if self._dead is not None else _NO_DEAD
+        if allowed is None:
+            allowed = _NO_ALLOWED
+        else:
+            allowed = np.asarray(allowed, dtype=np.int64)
+            if not allowed.size:  # nothing allowed (the loops read an empty array as "all")
+                return []
+            if allowed.size > 1 and (allowed[1:] < allowed[:-1]).any():
+                allowed = np.sort(allowed)
+        heap = np.empty(k), np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
+        if len(parts) == 1:
+            n = compiled.best_of(parts[0][1], parts[0][0], ids, dead, allowed, *heap)
+        else:
+            n = self._compiled_maxscore(compiled, parts, term_ids, dead, allowed, heap)
+            if n is None:
+                buffer = self._borrowed()
+                for positions, weights in parts:
+                    compiled.scatter_add(buffer, positions, weights)
+                n = 0
+                for positions, _ in {id(p[0]): p for p in parts}.values():
+                    n = compiled.collect(buffer, positions, ids, dead, allowed, *heap, n)
+                self._buffers.append(buffer)  # zeroed as it was read
+        scores, found = heap[0][:n], heap[1][:n]
+        order = np.lexsort((found, -scores))
+        return list(zip(found[order].tolist(), scores[order].tolist(), strict=True))
+
+    def _compiled_maxscore(
+        self,
+        compiled: ModuleType,
+        parts: list[_Part],
+        term_ids: list[int],
+        dead: np.ndarray,
+        allowed: np.ndarray,
+        heap: tuple[np.ndarray, np.ndarray, np.ndarray],
+    ) -> int | None:
+        """MaxScore by the compiled loops (see ``_compiled_search``): how many of the top k
+        it left in `heap`, or None (the heap to be refilled from empty) when the query has no
+        split or the split would not pay: a low guess of theta, theta itself below what the
+        other terms can add, or more candidates than galloping beats summing for."""
+        split = self._split(parts, term_ids)
+        if split is None:
+            return None
+        distinct, occurrences, essential, others, _, alone = split
+        # Worth summing the essential terms only if theta is likely to pass `alone`: when the
+        # k-th best of their contributions does (a guess, as in ``_maxscore``).
+        best, n = np.empty(heap[0].size), 0
+        for index in essential:
+            n = compiled.largest(distinct[index][1], best, n)
+        if n < best.size or not best[0] * (1 - _ORDER_SLACK) > alone:
+            return None
+        buffer = self._borrowed()
+        for part, index in zip(parts, occurrences, strict=True):
+            if index in essential:
+                compiled.scatter_add(buffer, part[0], part[1])
+        size = sum(distinct[index][0].size for index in essential)
+        partial = np.empty(size, dtype=self._position_type), np.empty(size)
+        n = m = 0
+        for index in essential:
+            n, m = compiled.collect_recording(
+                buffer,
+                distinct[index][0],
+                self._all_ids,
+                dead,
+                allowed,
+                *heap,
+                n,
+                *partial,
+                m,
+                alone,
+                1 - _ORDER_SLACK,
+            )
+        self._buffers.append(buffer)  # zeroed as it was read
+        theta = heap[0][0] * (1 - _ORDER_SLACK) if n == heap[0].size else 0.0
+        if not alone < theta:
+            return None
+        kept = compiled.reaching(*partial, m, theta - alone)
+        # Galloping costs about as much a candidate as summing _GALLOP_COST postings does.
+        if kept * len(others) * _GALLOP_COST >= sum(distinct[i][0].size for i in others):
+            return None
+        candidates = np.sort(partial[0][:kept])
+        buffer = self._borrowed()
+        for part, index in zip(parts, occurrences, strict=True):
+            if index in essential:
+                compiled.scatter_add(buffer, part[0], part[1])
+            else:
+                compiled.add_found(buffer, candidates, part[0], part[1])
+        n = compiled.collect(buffer, candidates, self._all_ids, dead, allowed, *heap, 0)
+        for index in essential:
+            compiled.zero_at(buffer, distinct[index][0])
+        self._buffers.append(buffer)
+        return n
 
     def _summed(
         self, parts: list[_Part], top_k: int, allowed: np.ndarray | None, floor: float = 0.0
@@ -408,6 +540,31 @@ class SegmentedIndex:
         it excludes anything, and an excluded document scores strictly below the k-th best.
         When the split cannot prune, the whole query is summed (``_summed``) with theta as
         its floor."""
+        split = self._split(parts, term_ids)
+        if split is None:
+            return None
+        distinct, occurrences, essential, others, most, alone = split
+        rest = [parts[i] for i, index in enumerate(occurrences) if index in essential]
+        if len(rest) > 1:  # (one part is its own partial scores: theta costs no more)
+            # Worth summing the essential terms only if theta is likely to pass `alone`: when
+            # the k-th best of their contributions does (a guess: a document holding two of
+            # them counts twice; theta itself is exact).
+            guess = np.concatenate([distinct[i][1] for i in essential])
+            if not self._kth_best(guess, None, top_k, None) * (1 - _ORDER_SLACK) > alone:
+                return None
+        touched, hits = self._summed(rest, 0, None) if len(rest) > 1 else rest[0]
+        theta = self._kth_best(hits, touched, top_k, allowed) * (1 - _ORDER_SLACK)
+        if alone < theta:
+            pruned = self._pruned(touched, hits, theta, distinct, others, most)
+            if pruned is not None:
+                touched, known = pruned
+                return touched, self._in_query_order(touched, known, parts, occurrences, essential)
+        return self._summed(parts, top_k, allowed, floor=theta)
+
+    def _split(self, parts: list[_Part], term_ids: list[int]) -> _Split | None:
+        """MaxScore's split of a query's distinct terms (see ``_maxscore``), or None when it
+        has none: fewer than two distinct terms, no term short enough against the others, or
+        a non-essential term with a negative idf."""
         slot: dict[int, int] = {}  # id() of a term's positions -> its distinct index
         distinct: list[_Part] = []
         occurrences: list[int] = []  # per query occurrence, its distinct index
@@ -438,22 +595,7 @@ class SegmentedIndex:
         alone = 0.0
         for index in others:
             alone += most[index]
-        rest = [parts[i] for i, index in enumerate(occurrences) if index in essential]
-        if len(rest) > 1:  # (one part is its own partial scores: theta costs no more)
-            # Worth summing the essential terms only if theta is likely to pass `alone`: when
-            # the k-th best of their contributions does (a guess: a document holding two of
-            # them counts twice; theta itself is exact).
-            guess = np.concatenate([distinct[i][1] for i in essential])
-            if not self._kth_best(guess, None, top_k, None) * (1 - _ORDER_SLACK) > alone:
-                return None
-        touched, hits = self._summed(rest, 0, None) if len(rest) > 1 else rest[0]
-        theta = self._kth_best(hits, touched, top_k, allowed) * (1 - _ORDER_SLACK)
-        if alone < theta:
-            pruned = self._pruned(touched, hits, theta, distinct, others, most)
-            if pruned is not None:
-                touched, known = pruned
-                return touched, self._in_query_order(touched, known, parts, occurrences, essential)
-        return self._summed(parts, top_k, allowed, floor=theta)
+        return _Split(distinct, occurrences, essential, others, most, alone)
 
     def _pruned(
         self,
@@ -768,6 +910,19 @@ def _reusable(
             counts = (previous._lives[before], previous._df_parts[before])
         reused[position] = (previous._local_to_global[before], counts)
     return reused
+
+
+class _Split(NamedTuple):
+    """A query's terms split for MaxScore: its distinct parts, each occurrence's distinct
+    index (query order), the essential ones, the others' occurrences (query order), each
+    other's largest contribution and their sum over those occurrences."""
+
+    distinct: list[_Part]
+    occurrences: list[int]
+    essential: set[int]
+    others: list[int]
+    most: dict[int, float]
+    alone: float
 
 
 class _Holder(NamedTuple):

@@ -207,6 +207,9 @@ def test_benchmark_reports_parity_with_rank_bm25():
     assert expected_keys <= result.keys()
     assert result["docs"] == 2_000
     assert result["max_abs_score_diff"] <= 1e-6
+    # What searches return (the compiled loops, as a warm process has them): rank_bm25's best.
+    assert result["query_path"] == "compiled" and result["numpy_query_p50_ms"] > 0
+    assert result["search_top_k_complete"] and result["search_max_score_diff"] <= 1e-6
     assert 0 < result["payload_bytes"] < result["raw_payload_bytes"]
 
 

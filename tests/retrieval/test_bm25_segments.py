@@ -3,6 +3,7 @@ segment list and deletions (pure: no database)."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 from dataclasses import replace
@@ -15,9 +16,32 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from bench.synthetic import sample_queries, zipf_corpus
-from retrieval.bm25 import BM25Index, Segment, SegmentedIndex, plan_segments
+from retrieval.bm25 import BM25Index, Segment, SegmentedIndex, _compiled, kernels, plan_segments
 from retrieval.bm25 import segmented as segmented_module
 from retrieval.bm25store.manifest import Manifest
+
+
+def pytest_generate_tests(metafunc):
+    """Every test here runs on both query paths (``query_path``), except those marked
+    ``numpy_path`` (they spy on the numpy path's own steps)."""
+    if "query_path" in metafunc.fixturenames:
+        numpy_only = metafunc.definition.get_closest_marker("numpy_path") is not None
+        paths = ["numpy"] if numpy_only else ["compiled", "numpy"]
+        metafunc.parametrize("query_path", paths, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def query_path(request):
+    """Searches take the compiled loops (``retrieval.bm25.kernels``) or the numpy path. The
+    Hypothesis machine's TestCase (unittest) is not parametrized: it keeps the loops and
+    compares them with the numpy path itself."""
+    assert kernels.load(), "numba is a runtime requirement: the compiled loops must load"
+    if getattr(request, "param", None) == "numpy":
+        with kernels.numpy_only():
+            yield "numpy"
+    else:
+        yield "compiled"
+
 
 TOKENS = ["sensor", "the", "pump", "a", "传感器", "温度", "th01", "v2.3.1"]
 QUERIES = [["sensor"], ["the", "pump"], ["传感器", "温度", "sensor"], ["a", "a", "th01"], ["zz"]]
@@ -203,6 +227,10 @@ def test_allowed_ids_restrict_candidates_without_changing_scores():
     )
     everything = dict(view.search(["pump"], 10))
     assert view.search(["pump"], 10, allowed=np.array([20, 30])) == [(20, everything[20])]
+    assert view.search(["pump"], 10, allowed=np.array([30, 20])) == [(20, everything[20])]
+    for query in (["pump"], ["pump", "valve"], ["seal", "pump", "pump"]):
+        assert view.search(query, 10, allowed=np.array([], dtype=np.int64)) == []  # a filter
+        assert view.search(query, 10, allowed=[]) == []  # that matched no chunk
 
 
 def test_a_common_term_can_outscore_the_rare_terms_documents_and_is_not_pruned():
@@ -415,6 +443,13 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
             self.segments, deleted=sorted(self.deleted), dead_frequencies=view.dead_frequencies()
         )
         self.view = followed
+        assert kernels.get() is not None  # (the fixture does not parametrize this class)
+        for query in QUERIES:  # the compiled loops answer as the numpy path, to the bit
+            for k in (1, 5):
+                for allowed in (None, np.array(sorted(self.corpus)[::2])):
+                    with kernels.numpy_only():
+                        expected = view.search(query, k, allowed)
+                    assert view.search(query, k, allowed) == expected
         for other in (followed, from_record, exact):
             assert other.doc_ids.tolist() == view.doc_ids.tolist()
             for query in QUERIES:
@@ -448,23 +483,31 @@ SegmentedIndexMachine.TestCase.settings = settings(
 test_segmented_index_stays_exact = SegmentedIndexMachine.TestCase
 
 
-def test_maxscore_over_several_common_terms_finds_the_exact_top_k(monkeypatch):
-    """Queries mixing common and rare terms, with deletions and `allowed`: the top k (ids and
-    scores) is the single index's, whichever way MaxScore went (pruned with binary searches or
-    dense lookups, or summed on from the partial scores); each way is taken at least once."""
+def _several_common_terms():
+    """8k documents in 4 segments, 1 in 17 deleted, and queries mixing common and rare terms
+    (sampled; pairs of common terms with a rare one; repeated tokens): the view, one index of
+    the live documents, the live ids, the queries."""
     corpus = zipf_corpus(8_000, vocab=3_000, mean_len=30, seed=11)
     ids = list(range(8_000))
     segments = [
         Segment.build(ids[i : i + 2_000], corpus[i : i + 2_000]) for i in range(0, 8_000, 2_000)
     ]
     deleted = list(range(3, 8_000, 17))
-    view = SegmentedIndex(segments, deleted=deleted)
     live = sorted(set(ids) - set(deleted))
-    single = BM25Index.build(live, [corpus[i] for i in live])
     common = ["t0", "t1", "t2", "t3", "t5", "t8"]
     queries = sample_queries(corpus, 60, seed=11)
     queries += [[a, b, q[-1]] for a, b in itertools.pairwise(common) for q in queries[:8]]
     queries += [[a, q[0], a] for a in common[:3] for q in queries[:6]]  # repeated tokens
+    view = SegmentedIndex(segments, deleted=deleted)
+    return view, BM25Index.build(live, [corpus[i] for i in live]), live, queries
+
+
+@pytest.mark.numpy_path
+def test_maxscore_over_several_common_terms_finds_the_exact_top_k(monkeypatch):
+    """Queries mixing common and rare terms, with deletions and `allowed`: the top k (ids and
+    scores) is the single index's, whichever way MaxScore went (pruned with binary searches or
+    dense lookups, or summed on from the partial scores); each way is taken at least once."""
+    view, single, live, queries = _several_common_terms()
     seen: dict[str, int] = {"pruned": 0, "summed on": 0, "searched": 0, "dense": 0}
     pruned, searched = SegmentedIndex._pruned, segmented_module._searched
 
@@ -488,3 +531,61 @@ def test_maxscore_over_several_common_terms_finds_the_exact_top_k(monkeypatch):
                 assert [d for d, _ in ours] == [d for d, _ in theirs], (query, k)
                 assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
     assert all(seen.values()), seen
+
+
+class _Counting:
+    """The compiled loops' module, counting the calls of each loop."""
+
+    def __init__(self, compiled):
+        self.compiled, self.calls = compiled, collections.Counter()
+
+    def __getattr__(self, name):
+        loop = getattr(self.compiled, name)
+
+        def counted(*args):
+            self.calls[name] += 1
+            return loop(*args)
+
+        return counted
+
+
+@pytest.mark.numpy_path  # it chooses the path itself, call by call
+def test_the_compiled_loops_find_the_exact_top_k_whichever_way_they_go(monkeypatch):
+    """Against the numpy path (ids and scores bit for bit) and one index (scores within 1e-9), with
+    deletions and `allowed`, top k of 1, 10 and 30; each way the compiled loops can go is
+    taken at least once: one term alone, every posting summed (no MaxScore split), MaxScore
+    given up after its guess, after theta, or for too many candidates, and MaxScore pruned."""
+    view, single, live, queries = _several_common_terms()
+    queries += [["t0"], ["t0", "t1", "t2", "t3"]]  # one term alone; four common ones
+    counting, compiled = _Counting(_compiled), [False]
+    monkeypatch.setattr(kernels, "get", lambda: counting if compiled[0] else None)
+    seen = collections.Counter()
+    allowed = np.array(live[::3])
+    for query in queries:
+        for k in (1, 10, 30):
+            for only in (None, allowed):
+                compiled[0] = False
+                expected = view.search(query, k, only)
+                compiled[0] = True
+                counting.calls.clear()
+                found = view.search(query, k, only)
+                assert found == expected, (query, k)
+                # One index's scores may differ in the last bits (its sums' lengths and idfs
+                # are its own), so a tie there may break the other way: scores only.
+                theirs = single.search(query, k, only)
+                assert [s for _, s in found] == pytest.approx([s for _, s in theirs], abs=1e-9)
+                calls = counting.calls
+                if calls["best_of"] and not calls["add_found"]:
+                    seen["one term"] += 1
+                elif calls["add_found"]:
+                    seen["pruned"] += 1
+                elif calls["reaching"]:
+                    seen["too many candidates"] += 1
+                elif calls["collect_recording"]:
+                    seen["theta too low"] += 1
+                elif calls["largest"]:
+                    seen["guess too low"] += 1
+                else:
+                    seen["summed"] += 1
+    ways = {"one term", "summed", "guess too low", "theta too low", "too many candidates"}
+    assert ways | {"pruned"} <= set(seen), seen

@@ -1,0 +1,282 @@
+"""The BM25 query path's loops, compiled by numba (imported by ``retrieval.bm25.kernels`` only).
+
+Every loop adds, compares and moves float64 values exactly as the numpy path does: a document's
+score is ``0.0`` plus each query occurrence's contribution in query order (IEEE addition, no
+fast-math, so no reassociation or fused operations), the same bits as rank_bm25's vectorised
+sum. Top k keeps the best ``len(heap_scores)`` documents by (score descending, doc id
+ascending) in a binary heap whose root is the worst kept; the order is total (ids are unique),
+so ties break exactly as a full sort would.
+
+Eligibility, passed as arrays (an empty array means "no restriction"): ``dead[position]`` marks
+a deleted document, ``allowed`` holds the allowed doc ids sorted ascending.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_OPTIONS = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
+
+
+@njit(**_OPTIONS)
+def scatter_add(buffer, positions, weights):  # pragma: no cover - compiled
+    """``buffer[positions[i]] += weights[i]`` in order (positions unique within a term)."""
+    for i in range(positions.size):
+        buffer[positions[i]] += weights[i]
+
+
+@njit(inline="always", **_OPTIONS)
+def _allowed(doc_id, allowed):  # pragma: no cover - compiled
+    """Whether `doc_id` is in `allowed` (sorted), by binary search. (Eligibility as one
+    helper returning ``dead.size and dead[p]`` or this made every document read cost ~30 ns
+    more; the callers check ``dead`` inline.)"""
+    low, high = 0, allowed.size
+    while low < high:
+        middle = (low + high) >> 1
+        if allowed[middle] < doc_id:
+            low = middle + 1
+        else:
+            high = middle
+    return low < allowed.size and allowed[low] == doc_id
+
+
+@njit(inline="always", **_OPTIONS)
+def _move(heap_scores, heap_ids, heap_positions, to, source):  # pragma: no cover - compiled
+    heap_scores[to] = heap_scores[source]
+    heap_ids[to] = heap_ids[source]
+    heap_positions[to] = heap_positions[source]
+
+
+@njit(**_OPTIONS)
+def _push(heap_scores, heap_ids, heap_positions, n, score, doc_id, position):  # pragma: no cover
+    """Offer one document to the heap holding `n` (< or = its capacity); the new `n`. The
+    caller has checked that it beats the root when the heap is full: then it replaces the
+    root and sinks, else it is appended and rises."""
+    k = heap_scores.size
+    if n < k:
+        at = n
+        n += 1
+        while at > 0:
+            parent = (at - 1) >> 1
+            above = heap_scores[parent]
+            if above < score or (above == score and heap_ids[parent] > doc_id):
+                break
+            _move(heap_scores, heap_ids, heap_positions, at, parent)
+            at = parent
+    else:
+        at = 0
+        while True:
+            worse = 2 * at + 1
+            if worse >= k:
+                break
+            right = worse + 1
+            if right < k:
+                left_score, right_score = heap_scores[worse], heap_scores[right]
+                if right_score < left_score or (
+                    right_score == left_score and heap_ids[right] > heap_ids[worse]
+                ):
+                    worse = right
+            below = heap_scores[worse]
+            if score < below or (score == below and doc_id > heap_ids[worse]):
+                break
+            _move(heap_scores, heap_ids, heap_positions, at, worse)
+            at = worse
+    heap_scores[at] = score
+    heap_ids[at] = doc_id
+    heap_positions[at] = position
+    return n
+
+
+@njit(inline="always", **_OPTIONS)
+def _offer(
+    heap_scores, heap_ids, heap_positions, n, score, ids, position, dead, allowed
+):  # pragma: no cover - compiled
+    """Offer a document scoring at least the heap's floor: pushed unless it ties the root
+    with a larger id, is deleted or is not allowed; the new `n`."""
+    doc_id = ids[position]
+    if n == heap_scores.size and score == heap_scores[0] and doc_id > heap_ids[0]:
+        return n
+    if dead.size and dead[position]:
+        return n
+    if allowed.size and not _allowed(doc_id, allowed):
+        return n
+    return _push(heap_scores, heap_ids, heap_positions, n, score, doc_id, position)
+
+
+@njit(**_OPTIONS)
+def collect(
+    buffer, positions, ids, dead, allowed, heap_scores, heap_ids, heap_positions, n
+):  # pragma: no cover - compiled
+    """Read the sums at `positions` out of `buffer`, zeroing them (so a document held by
+    several terms is read once: later reads find 0), and offer each eligible non-zero one to
+    the heap (holding `n`); the new `n`."""
+    k = heap_scores.size
+    floor = heap_scores[0] if n == k else -np.inf
+    for j in range(positions.size):
+        position = positions[j]
+        score = buffer[position]
+        buffer[position] = 0.0
+        # Below the floor first: once the heap is full that is nearly every document, a
+        # branch the CPU predicts; a zero (a document read at an earlier term) is not.
+        if score < floor or score == 0.0:
+            continue
+        n = _offer(heap_scores, heap_ids, heap_positions, n, score, ids, position, dead, allowed)
+        if n == k:
+            floor = heap_scores[0]
+    return n
+
+
+@njit(**_OPTIONS)
+def collect_recording(
+    buffer,
+    positions,
+    ids,
+    dead,
+    allowed,
+    heap_scores,
+    heap_ids,
+    heap_positions,
+    n,
+    out_positions,
+    out_scores,
+    m,
+    reach,
+    keep,
+):  # pragma: no cover - compiled
+    """``collect``, also appending to the out arrays (holding `m`) every eligible non-zero
+    (position, score) read that may still be a MaxScore candidate: whose score plus `reach`
+    (what the other terms can add) reaches ``keep`` times the heap's current floor (the final
+    theta is at least that); the new (n, m). (One loop with a "record" flag ran ~2x slower
+    than ``collect`` even with the flag off.)"""
+    k = heap_scores.size
+    floor = heap_scores[0] if n == k else -np.inf
+    lowest = floor * keep - reach
+    for j in range(positions.size):
+        position = positions[j]
+        score = buffer[position]
+        buffer[position] = 0.0
+        if score < lowest or score == 0.0 or (dead.size and dead[position]):
+            continue
+        doc_id = ids[position]
+        if allowed.size and not _allowed(doc_id, allowed):
+            continue
+        out_positions[m] = position
+        out_scores[m] = score
+        m += 1
+        if score < floor or (n == k and score == floor and doc_id > heap_ids[0]):
+            continue
+        n = _push(heap_scores, heap_ids, heap_positions, n, score, doc_id, position)
+        if n == k:
+            floor = heap_scores[0]
+            lowest = floor * keep - reach
+    return n, m
+
+
+@njit(**_OPTIONS)
+def best_of(
+    scores, positions, ids, dead, allowed, heap_scores, heap_ids, heap_positions
+):  # pragma: no cover - compiled
+    """The heap of the best eligible non-zero `scores` of the documents at `positions`
+    (unique); how many it holds."""
+    k = heap_scores.size
+    n = 0
+    floor = -np.inf
+    for j in range(positions.size):
+        score = scores[j]
+        if score < floor or score == 0.0:
+            continue
+        position = positions[j]
+        n = _offer(heap_scores, heap_ids, heap_positions, n, score, ids, position, dead, allowed)
+        if n == k:
+            floor = heap_scores[0]
+    return n
+
+
+@njit(**_OPTIONS)
+def reaching(positions, scores, m, bound):  # pragma: no cover - compiled
+    """Keep, in place and in order, the first `m` (position, score) pairs whose score is at
+    least `bound`; how many are kept."""
+    kept = 0
+    for j in range(m):
+        if scores[j] >= bound:
+            positions[kept] = positions[j]
+            scores[kept] = scores[j]
+            kept += 1
+    return kept
+
+
+@njit(**_OPTIONS)
+def add_found(buffer, candidates, positions, weights):  # pragma: no cover - compiled
+    """``buffer[candidates[i]] += weights[j]`` where ``positions[j] == candidates[i]``, for
+    ascending `candidates` and `positions`: each found by galloping from the last one found,
+    so the walk costs about log2 of the gap per candidate, never much more than a merge."""
+    size = positions.size
+    at = 0
+    for i in range(candidates.size):
+        target = candidates[i]
+        if at >= size:
+            break
+        if positions[at] < target:
+            step = 1
+            low = at
+            high = at + 1
+            while high < size and positions[high] < target:
+                low = high
+                step <<= 1
+                high = at + step
+            if high > size:
+                high = size
+            # positions[low] < target <= positions[high] (or high == size)
+            while low + 1 < high:
+                middle = (low + high) >> 1
+                if positions[middle] < target:
+                    low = middle
+                else:
+                    high = middle
+            at = high
+        if at < size and positions[at] == target:
+            buffer[target] += weights[at]
+            at += 1
+
+
+@njit(**_OPTIONS)
+def zero_at(buffer, positions):  # pragma: no cover - compiled
+    """``buffer[positions] = 0``."""
+    for i in range(positions.size):
+        buffer[positions[i]] = 0.0
+
+
+@njit(**_OPTIONS)
+def largest(values, heap, n):  # pragma: no cover - compiled
+    """Offer `values` to a min-heap of the largest ``len(heap)`` seen (holding `n`); the new
+    `n` (``heap[0]`` is then the k-th largest once full)."""
+    k = heap.size
+    for j in range(values.size):
+        value = values[j]
+        if n == k:
+            if value <= heap[0]:
+                continue
+            at = 0
+            while True:
+                child = 2 * at + 1
+                if child >= k:
+                    break
+                if child + 1 < k and heap[child + 1] < heap[child]:
+                    child += 1
+                if value <= heap[child]:
+                    break
+                heap[at] = heap[child]
+                at = child
+            heap[at] = value
+        else:
+            at = n
+            n += 1
+            while at > 0:
+                parent = (at - 1) >> 1
+                if heap[parent] <= value:
+                    break
+                heap[at] = heap[parent]
+                at = parent
+            heap[at] = value
+    return n
