@@ -27,8 +27,11 @@ from django.core.management.base import CommandError
 
 from bench import corpus
 from bench.load import _knowledge_base, gunicorn_process
+from retrieval.vector import hostfile
 
 SEARCHES_CEILING = 2000
+# The rows and, with an IVF, their int8 codes (retrieval.vector.hostfile): both count as vectors.
+_VECTOR_SUFFIXES = tuple(pattern.lstrip("*") for pattern in hostfile.VECTOR_FILES)
 
 
 def add_hostmem_arguments(parser) -> None:
@@ -82,7 +85,7 @@ def gunicorn_workers(master: int, count: int) -> list[int]:
 
 def _maps_vectors(pid: int) -> bool:
     maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
-    return any(line.rstrip().endswith(".vec.npy") for line in maps)
+    return any(line.rstrip().endswith(".vec.npy") for line in maps)  # the float32 rows
 
 
 def _search_until(base_url, kb_id, key, queries, pids, files: bool) -> int:
@@ -131,7 +134,7 @@ def _smaps(pid: int) -> dict[str, int]:
         if not fields:
             continue
         if not fields[0].endswith(":"):  # a mapping's header line: address range ... path
-            vector = line.rstrip().endswith(".vec.npy")
+            vector = line.rstrip().endswith(_VECTOR_SUFFIXES)
             continue
         if len(fields) != 3 or fields[2] != "kB":  # VmFlags and the like
             continue

@@ -14,7 +14,8 @@ gunicorn's fork and by each Celery worker process) starts ``warm`` in a daemon t
    their cold load costs the most), each one's BM25 view into this process's L1 and its vector
    matrix into the matrix cache, within those caches' budgets; then BM25's compiled query
    loops (``retrieval.bm25.kernels``, ~0.8 s; searches take the numpy path until they are
-   loaded);
+   loaded) and the vector leg's (``retrieval.vector.kernels``, for IVF bases' int8 codes;
+   float32 until loaded);
 4. web processes only, then: the URL configuration and every view module it routes to (Django
    imports them on the first request: 1.3 s, most of it the MCP SDK, measured as the whole
    difference between a warm process's first and second search);
@@ -102,6 +103,7 @@ def _web_steps() -> None:
         # After them: a search sent meanwhile waits for its index, not for these (it takes
         # the numpy path until they are loaded).
         _step("bm25_compiled", _bm25_compiled)
+        _step("vector_compiled", _vector_compiled)
         _step("routes", _routes)
     finally:
         connection.close()
@@ -152,6 +154,14 @@ def _bm25_compiled() -> bool:
     from retrieval.bm25 import kernels
 
     return settings.BM25_COMPILED and kernels.load()
+
+
+def _vector_compiled() -> bool:
+    """The vector leg's compiled loops (``retrieval.vector.kernels``), for IVF bases' codes:
+    whether they are in use."""
+    from retrieval.vector import kernels
+
+    return settings.VECTOR_IVF_CODES and kernels.load()
 
 
 def _routes() -> int:

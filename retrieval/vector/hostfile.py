@@ -21,7 +21,11 @@ three more files come with it, ``.centroids.npy`` (the lists' unit centroids), `
 and every lookup by id); the ``.json`` records the lists, the calibrated number probed, the
 recall measured there and the build's seconds. Its ``ivf`` entry says the three files must be
 there and match (shapes, the offsets covering the rows, the order sorting the ids); a base
-without one (smaller, or written before the IVF existed) is searched exactly.
+without one (smaller, or written before the IVF existed) is searched exactly. With
+``VECTOR_IVF_CODES`` two more files come with an IVF, ``.codes.npy`` (the rows as int8 codes,
+in the same order) and ``.scales.npy`` (each row's scale), and the ``ivf`` entry says
+``"codes": "int8"`` (``retrieval.vector.ivf.quantize``); a base without them is scored on
+float32.
 
 A base is never trusted beyond what the database says: the matrix built on it drops every row
 whose document is not among the knowledge base's searchable documents with the same
@@ -45,6 +49,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +57,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from retrieval.vector.ivf import Ivf
+from retrieval.vector.ivf import Ivf, quantize
 from retrieval.vector.ivf import build as build_ivf
 from retrieval.vector.stamps import Stamps
 
@@ -163,6 +168,17 @@ def _opened_ivf(stem: Path, header: dict, rows: int, dimensions: int) -> Ivf:
         or np.any(np.diff(offsets) < 0)
     ):
         raise ValueError("its IVF does not match its header")
+    codes = scales = None
+    if header.get("codes") == "int8":  # bases written without codes are scored on float32
+        codes, scales = _load(stem, "codes"), _load(stem, "scales")
+        if (
+            codes.dtype != np.int8
+            or codes.shape != (rows, dimensions)
+            or scales.dtype != np.float32
+            or scales.shape != (rows,)
+        ):
+            raise ValueError("its codes do not match its header")
+        codes, scales = np.asarray(codes), np.asarray(scales)  # plain views: cheap slices
     return Ivf(
         centroids,
         offsets,
@@ -170,6 +186,8 @@ def _opened_ivf(stem: Path, header: dict, rows: int, dimensions: int) -> Ivf:
         float(header["recall"]),
         float(header["build_s"]),
         float(header.get("scan_share", 0.0)),  # absent from bases written before it was kept
+        codes,
+        scales,
     )
 
 
@@ -218,6 +236,17 @@ def write(
             _write_atomically(Path(f"{stem}.order.npy"), np.argsort(stored_ids, kind="stable"))
             _write_atomically(Path(f"{stem}.centroids.npy"), built.ivf.centroids)
             _write_atomically(Path(f"{stem}.offsets.npy"), built.ivf.offsets)
+            if settings.VECTOR_IVF_CODES:
+                scales = np.concatenate(
+                    [
+                        quantize(vectors[start : start + _WRITE_BLOCK_ROWS])[1]
+                        for start in range(0, len(vectors), _WRITE_BLOCK_ROWS)
+                    ]
+                )
+                _write_atomically(Path(f"{stem}.scales.npy"), scales, permutation)
+                _write_atomically(
+                    Path(f"{stem}.codes.npy"), vectors, permutation, lambda rows: quantize(rows)[0]
+                )
             header["ivf"] = {
                 "lists": built.ivf.lists,
                 "probes": built.ivf.probes,
@@ -226,6 +255,8 @@ def write(
                 "build_s": round(built.ivf.build_s, 2),
                 "scan_share": round(built.ivf.scan_share, 4),
             }
+            if settings.VECTOR_IVF_CODES:
+                header["ivf"]["codes"] = "int8"
             logger.info(
                 "vector base %s: IVF of %d lists, %d probed for recall@10 %.3f (target %.3f) "
                 "on its own rows, scanning %.1f%% of them, built in %.1f s",
@@ -247,10 +278,14 @@ def write(
 
 
 def _write_atomically(
-    path: Path, data: np.ndarray | bytes, permutation: np.ndarray | None = None
+    path: Path,
+    data: np.ndarray | bytes,
+    permutation: np.ndarray | None = None,
+    transform: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> None:
-    """``data`` (its rows in ``permutation``'s order when given) to ``path``, whole or not at
-    all. Permuted rows are written a block at a time: no second copy of a large matrix."""
+    """``data`` (its rows in ``permutation``'s order when given, each block of them through
+    ``transform`` when given) to ``path``, whole or not at all. Permuted rows are written a
+    block at a time: no second copy of a large matrix."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(temporary, "wb") as handle:
         if isinstance(data, bytes):
@@ -258,12 +293,14 @@ def _write_atomically(
         elif permutation is None:
             np.save(handle, np.ascontiguousarray(data), allow_pickle=False)
         else:
-            header = {"descr": np.lib.format.dtype_to_descr(data.dtype)}
+            dtype = transform(data[:0]).dtype if transform else data.dtype
+            header = {"descr": np.lib.format.dtype_to_descr(dtype)}
             header |= {"fortran_order": False, "shape": data.shape}
             np.lib.format.write_array_header_1_0(handle, header)
             for start in range(0, len(permutation), _WRITE_BLOCK_ROWS):
-                rows = permutation[start : start + _WRITE_BLOCK_ROWS]
-                handle.write(np.ascontiguousarray(data[rows]).tobytes())
+                block = data[permutation[start : start + _WRITE_BLOCK_ROWS]]
+                block = transform(block) if transform else block
+                handle.write(np.ascontiguousarray(block).tobytes())
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
@@ -350,7 +387,12 @@ def forget(tenant_id: int, knowledge_base_id: int, epoch: int) -> None:
 
 
 def host_bytes() -> int:
-    """Bytes of every vector file on this host (what the page cache holds once for all
-    processes)."""
+    """Bytes of every vector file on this host, the rows and their codes (what the page cache
+    holds once for all processes)."""
     root = Path(settings.VECTOR_HOST_DIR)
-    return sum(p.stat().st_size for p in root.rglob("*.vec.npy")) if root.is_dir() else 0
+    if not root.is_dir():
+        return 0
+    return sum(p.stat().st_size for pattern in VECTOR_FILES for p in root.rglob(pattern))
+
+
+VECTOR_FILES = ("*.vec.npy", "*.codes.npy")  # the rows' own files (not ids, lists or orders)

@@ -75,16 +75,16 @@ def test_without_numba_the_numpy_path_answers():
 def test_a_search_starts_loading_the_loops_in_a_process_that_has_not(
     manuals, monkeypatch, settings
 ):
-    monkeypatch.setattr(kernels, "_tried", False)
-    monkeypatch.setattr(kernels, "_loaded", None)
+    monkeypatch.setattr(kernels.LOOPS, "_tried", False)
+    monkeypatch.setattr(kernels.LOOPS, "_loaded", None)
     result = RAGService(manuals.tenant).search("pump seal", manuals.pk, mode="keyword")
     assert result.hits  # answered without waiting (the numpy path, or the loops if done)
     for thread in [t for t in threading.enumerate() if t.name == "bm25-compiled"]:
         thread.join()
     assert kernels.get() is not None
 
-    monkeypatch.setattr(kernels, "_tried", False)
-    monkeypatch.setattr(kernels, "_loaded", None)
+    monkeypatch.setattr(kernels.LOOPS, "_tried", False)
+    monkeypatch.setattr(kernels.LOOPS, "_loaded", None)
     settings.BM25_COMPILED = False
     RAGService(manuals.tenant).search("pump seal", manuals.pk, mode="keyword")
-    assert kernels.get() is None and not kernels._tried  # switched off: never loaded
+    assert kernels.get() is None and not kernels.LOOPS._tried  # switched off: never loaded

@@ -15,7 +15,7 @@ from knowledge.services.knowledge_bases import bump_index_version, create_knowle
 from retrieval.bm25store.store import identity_of
 from retrieval.search import RAGService
 from retrieval.search.types import SearchFilters
-from retrieval.vector import hostfile, ivf
+from retrieval.vector import hostfile, ivf, kernels
 from retrieval.vector.matrix import MatrixCache, VectorMatrix, get_matrix_cache
 from retrieval.vector.query_cache import remember_query_embedding
 from tests.factories import add_document
@@ -61,6 +61,18 @@ def fill(kb: KnowledgeBase, name: str, rng: np.random.Generator, chunks: int) ->
     bump_index_version(kb)
     kb.refresh_from_db()
     return document
+
+
+@pytest.fixture(autouse=True, params=["codes", "float32"])
+def scoring(request):
+    """Every test runs with the probed rows bounded on their int8 codes first (the compiled
+    loops, as a warm process has them) and scored on float32 only (as before they load)."""
+    assert kernels.load(), "numba is a runtime requirement: the compiled loops must load"
+    if request.param == "float32":
+        with kernels.numpy_only():
+            yield request.param
+    else:
+        yield request.param
 
 
 @pytest.fixture
@@ -135,7 +147,7 @@ def test_ivf_recall_at_10_against_the_exact_scan_meets_the_target(kb):
     assert scanned < len(matrix) / 2  # and it got there scoring a part of the rows
 
 
-def test_the_probed_lists_are_scanned_exactly_and_all_lists_give_the_exact_scan(kb):
+def test_the_probed_lists_are_scanned_exactly_and_all_lists_give_the_exact_scan(kb, scoring):
     matrix = MatrixCache(10**8).get(kb).matrix
     (base,) = matrix.parts
     for query in queries(20, 23):
@@ -149,7 +161,10 @@ def test_the_probed_lists_are_scanned_exactly_and_all_lists_give_the_exact_scan(
     exact = exact_of(matrix)
     for query in queries(20, 24):
         hits, how = everything.search_traced(query, 15)
-        assert how == {"index": "ivf", "lists": 98, "probes": 98, "rows_scanned": len(matrix)}
+        used = {"codes": "int8"} if scoring == "codes" else {}
+        assert (
+            how == {"index": "ivf", "lists": 98, "probes": 98, "rows_scanned": len(matrix)} | used
+        )
         same(hits, exact.search(query, 15))
 
 
@@ -220,6 +235,71 @@ def test_a_base_written_without_an_ivf_is_still_searched_exactly(kb, ivf_setting
     same(hits, exact_of(written).search(query, 10))
 
 
+def test_a_base_stores_its_rows_as_int8_codes_within_half_a_step(kb):
+    handle = MatrixCache(10**8).get(kb)
+    (base,) = handle.matrix.parts
+    codes, scales = base.ivf.codes, base.ivf.scales
+    assert codes.dtype == np.int8 and codes.shape == base.vectors.shape
+    assert np.all(np.abs(codes).max(axis=1) == 127)  # each row's largest component: 127 steps
+    error = np.abs(codes * scales[:, None] - base.vectors)
+    assert np.all(error <= scales[:, None] * 0.5 + 1e-7)  # the rows, in their stored order
+    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
+    header = json.loads((folder / f"{handle.matrix.base_name}.json").read_text())
+    assert header["ivf"]["codes"] == "int8"
+    assert hostfile.host_bytes() >= base.vectors.nbytes + codes.nbytes
+
+
+def test_quantize_keeps_zero_rows_zero_and_bounds_every_score():
+    rows = np.vstack([clustered(rng(8), 200), np.zeros((1, DIMENSIONS), np.float32)])
+    codes, scales = ivf.quantize(rows)
+    assert scales[-1] == 0 and not codes[-1].any()
+    for query in queries(50, 9):
+        bound = scales * (codes @ query + ivf.SLACK_PER_L1 * np.abs(query).sum())
+        assert np.all(bound >= rows @ query)
+        assert np.all(bound - rows @ query <= scales * np.abs(query).sum() * 1.02)
+
+
+def test_the_codes_score_few_rows_exactly_and_give_the_float32_top(kb, scoring):
+    matrix = MatrixCache(10**8).get(kb).matrix
+    (base,) = matrix.parts
+    exactly = []
+    for query in queries(100, 28):
+        with kernels.numpy_only():
+            truth = matrix.search(query, 15)
+        same(matrix.search(query, 15), truth)
+        ids, scores, scanned, by_codes = base.probed(query, 15)
+        assert by_codes == (scoring == "codes")
+        exactly.append(len(ids) / scanned)
+        rows = base.order[np.searchsorted(base.ids, ids, sorter=base.order)]
+        np.testing.assert_allclose(scores, base.vectors[rows] @ query, rtol=1e-6, atol=1e-6)
+        assert {i for i, _ in truth} <= set(ids.tolist())
+    if scoring == "codes":
+        assert np.mean(exactly) < 0.5  # most probed rows were only bounded
+    else:
+        assert np.mean(exactly) == 1
+    # Asking for more rows than the lists hold beyond the head: all of them, exactly.
+    for query in queries(5, 29):
+        with kernels.numpy_only():
+            truth = matrix.search(query, 500)
+        same(matrix.search(query, 500), truth)
+
+
+def test_without_codes_a_base_is_written_and_searched_on_float32(kb, ivf_settings):
+    ivf_settings.VECTOR_IVF_CODES = False
+    written = MatrixCache(10**8).get(kb).matrix
+    assert written.parts[0].ivf is not None and written.parts[0].ivf.codes is None
+    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
+    assert not list(folder.glob("*.codes.npy")) and not list(folder.glob("*.scales.npy"))
+    ivf_settings.VECTOR_IVF_CODES = True
+    mapped = MatrixCache(10**8).get(kb)  # a process with codes on maps that base as it is
+    assert mapped.source == "file" and mapped.matrix.parts[0].ivf.codes is None
+    query = queries(1, 30)[0]
+    (base,) = mapped.matrix.parts
+    ids, _, scanned, by_codes = base.probed(query, 10)
+    assert len(ids) == scanned and not by_codes  # every probed row scored on float32
+    same(mapped.matrix.search(query, 10), written.search(query, 10))
+
+
 def test_calibration_reports_the_share_its_probes_scan():
     # Unstructured vectors need most lists for the target; clustered ones far fewer.
     draw = rng(5)
@@ -261,6 +341,8 @@ def _remove(path):
         ("order.npy", _shuffle_order),
         ("offsets.npy", _offsets_off_by_one),
         ("offsets.npy", _remove),
+        ("codes.npy", _truncate),
+        ("scales.npy", _remove),
     ],
 )
 def test_a_damaged_or_mismatching_ivf_file_is_ignored_and_replaced(kb, suffix, damage):

@@ -63,6 +63,7 @@ def test_warm_loads_the_analyser_and_the_largest_knowledge_bases(client):
     assert state["loaded"]["frozen_objects"] > 0
     assert state["loaded"]["analyzer"] is True and state["loaded"]["routes"] > 0
     assert state["loaded"]["bm25_compiled"] is True  # BM25's compiled query loops
+    assert state["loaded"]["vector_compiled"] is True  # the vector leg's, for IVF codes
     assert state["loaded"]["knowledge_bases"] == [large.pk]  # the largest first, one allowed
     assert get_store().l1.peek(identity_of(large)) is not None
     assert get_store().l1.peek(identity_of(small)) is None
