@@ -277,7 +277,7 @@ def test_the_codes_score_few_rows_exactly_and_give_the_float32_top(kb, scoring):
         assert np.mean(exactly) < 0.5  # most probed rows were only bounded
     else:
         assert np.mean(exactly) == 1
-    # Asking for more rows than the lists hold beyond the head: all of them, exactly.
+    # So many wanted that the head takes every probed row: all of them, scored exactly.
     for query in queries(5, 29):
         with kernels.numpy_only():
             truth = matrix.search(query, 500)
