@@ -237,16 +237,7 @@ def write(
             _write_atomically(Path(f"{stem}.centroids.npy"), built.ivf.centroids)
             _write_atomically(Path(f"{stem}.offsets.npy"), built.ivf.offsets)
             if settings.VECTOR_IVF_CODES:
-                scales = np.concatenate(
-                    [
-                        quantize(vectors[start : start + _WRITE_BLOCK_ROWS])[1]
-                        for start in range(0, len(vectors), _WRITE_BLOCK_ROWS)
-                    ]
-                )
-                _write_atomically(Path(f"{stem}.scales.npy"), scales, permutation)
-                _write_atomically(
-                    Path(f"{stem}.codes.npy"), vectors, permutation, lambda rows: quantize(rows)[0]
-                )
+                _write_codes(stem, vectors, permutation)
             header["ivf"] = {
                 "lists": built.ivf.lists,
                 "probes": built.ivf.probes,
@@ -275,6 +266,20 @@ def write(
         if base is not None:
             _remove_older(folder, keep=stem.name)
         return base
+
+
+def _write_codes(stem: Path, vectors: np.ndarray, permutation: np.ndarray) -> None:
+    """The rows' int8 codes and scales (``quantize``), in stored order: one pass over the
+    permuted blocks writes the codes and gathers the scales, written next."""
+    scales: list[np.ndarray] = []
+
+    def codes_of(rows: np.ndarray) -> np.ndarray:
+        codes, row_scales = quantize(rows)
+        scales.append(row_scales)  # (the empty block that tells the dtype adds nothing)
+        return codes
+
+    _write_atomically(Path(f"{stem}.codes.npy"), vectors, permutation, codes_of)
+    _write_atomically(Path(f"{stem}.scales.npy"), np.concatenate(scales))
 
 
 def _write_atomically(
