@@ -2,6 +2,7 @@
 from VECTOR_IVF_MIN_ROWS rows (lowered here), searched list by list, against the exact scan."""
 
 import json
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -282,6 +283,29 @@ def test_the_codes_score_few_rows_exactly_and_give_the_float32_top(kb, scoring):
         with kernels.numpy_only():
             truth = matrix.search(query, 500)
         same(matrix.search(query, 500), truth)
+
+
+def test_a_process_without_the_loops_answers_on_float32_and_loads_them_meanwhile(
+    kb, ivf_settings, monkeypatch
+):
+    matrix = MatrixCache(10**8).get(kb).matrix
+    query = queries(1, 31)[0]
+    with kernels.numpy_only():
+        truth = matrix.search(query, 10)
+    monkeypatch.setattr(kernels.LOOPS, "_tried", False)  # as in a process just started
+    monkeypatch.setattr(kernels.LOOPS, "_loaded", None)
+    hits, how = matrix.search_traced(query, 10)  # answered without waiting for them
+    assert "codes" not in how
+    same(hits, truth)
+    for thread in [t for t in threading.enumerate() if t.name == "vector-compiled"]:
+        thread.join()
+    assert kernels.LOOPS._loaded is not None  # loaded in the background, for later searches
+
+    monkeypatch.setattr(kernels.LOOPS, "_tried", False)
+    monkeypatch.setattr(kernels.LOOPS, "_loaded", None)
+    ivf_settings.VECTOR_IVF_CODES = False
+    same(matrix.search(query, 10), truth)
+    assert not kernels.LOOPS._tried  # switched off: never loaded
 
 
 def test_without_codes_a_base_is_written_and_searched_on_float32(kb, ivf_settings):
