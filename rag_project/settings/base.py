@@ -373,6 +373,13 @@ VECTOR_IVF_TARGET_RECALL = env.float("VECTOR_IVF_TARGET_RECALL", default=0.98)
 # exactly only those that can reach its top k: the same top k, ~2.6x less CPU at 300k chunks
 # (numba's loops; until they are loaded, float32 as without). false: neither written nor used.
 VECTOR_IVF_CODES = env.bool("VECTOR_IVF_CODES", default=True)
+# With codes, an IVF base stores its rows as float16: half the bytes (with the codes, 0.75x of
+# the float32 rows on the host instead of 1.25x). A score is then the cosine with the row
+# rounded to float16, within 2^-11 (4.9e-4) of the float32 row's; the top k is that of the
+# rounded rows. Without codes the rows stay float32: numpy converts float16 at ~4x the cost of
+# a float32 product, which the codes spare all but ~limit rows. false: float32 rows (bases
+# already written keep theirs until rewritten).
+VECTOR_IVF_FLOAT16 = env.bool("VECTOR_IVF_FLOAT16", default=True)
 # BLAS threads for one such scan: two nearly halve a large scan. With OPENBLAS_THREAD_TIMEOUT
 # set short (rag_project/__init__.py) two cost a loaded server little (docs/performance.md);
 # set 1 where worker processes fill every core.

@@ -3,9 +3,11 @@
 
 ``upper_bounds`` scores the probed lists of an IVF base on their int8 codes
 (``retrieval.vector.ivf.quantize``): a quarter of the float32 rows' bytes, which is what bounds
-the scan (~14k rows, 21 MB of float32 a query at 300k chunks). Until the loops are loaded, or
-without numba, or with ``VECTOR_IVF_CODES=false``, the probed rows are scored on float32 as
-before; both give the same top ids (``Part.probed``).
+the scan (~14k rows, 21 MB of float32 a query at 300k chunks), and a filtered search's allowed
+rows of such a base. Until the loops are loaded, or without numba, or with
+``VECTOR_IVF_CODES=false``, every probed (or allowed) row is scored on the stored rows; both
+give the same top ids (``Part.probed``, ``Part.scored``). With float16 rows
+(``VECTOR_IVF_FLOAT16``) that costs ~4x a float32 product (numpy converts each row).
 """
 
 from __future__ import annotations

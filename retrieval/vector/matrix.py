@@ -97,7 +97,7 @@ class Part:
     the rows by ascending id."""
 
     ids: np.ndarray  # int64, ascending unless ``order`` is given
-    vectors: np.ndarray  # float32, (len(ids), dimensions)
+    vectors: np.ndarray  # float32 (float16 in an IVF base), (len(ids), dimensions)
     documents: np.ndarray | None = None  # int64
     live: np.ndarray | None = None  # bool
     shared: bool = False
@@ -139,6 +139,17 @@ class Part:
             rows.sort()  # read the mapped rows in file order
         return rows if self.live is None else rows[self.live[rows]]
 
+    def _loops(self):
+        """The compiled loops when this part's rows are to be bounded on their codes first,
+        else None (and, for a base with codes, they are loaded in the background for later
+        searches unless the warm-up has)."""
+        if self.ivf is None or self.ivf.codes is None or not settings.VECTOR_IVF_CODES:
+            return None
+        loops = kernels.get()
+        if loops is None:
+            kernels.start_loading()
+        return loops
+
     def probed(self, query: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
         """(ids, scores) of live rows of the IVF lists nearest to ``query`` (a unit vector),
         among them the ``limit`` best, how many rows were scanned (dead ones too: each list is
@@ -146,11 +157,12 @@ class Part:
         IVF's codes and the compiled loops, only the rows that can be among the best (by the
         bound from their codes) are returned, scored exactly; else every live probed row."""
         runs = self.ivf.runs(query)
-        if self.ivf.codes is not None and settings.VECTOR_IVF_CODES and runs:
-            loops = kernels.get()
-            if loops is not None:
-                return self._probed_by_codes(loops, query, runs, limit)
-            kernels.start_loading()  # unless the warm-up has: in the background, for later
+        loops = self._loops() if runs else None
+        if loops is not None:
+            starts = np.fromiter((start for start, _ in runs), np.int64, len(runs))
+            stops = np.fromiter((stop for _, stop in runs), np.int64, len(runs))
+            ids, scores = self._bounded(loops, query, starts, stops, limit)
+            return ids, scores, int((stops - starts).sum()), True
         ids, scores, scanned = [], [], 0
         for start, stop in runs:
             found, scored = self.ids[start:stop], self.vectors[start:stop] @ query
@@ -164,16 +176,27 @@ class Part:
             return np.empty(0, np.int64), np.empty(0, np.float32), 0, False
         return np.concatenate(ids), np.concatenate(scores), scanned, False
 
-    def _probed_by_codes(
-        self, loops, query: np.ndarray, runs: list[tuple[int, int]], limit: int
-    ) -> tuple[np.ndarray, np.ndarray, int, bool]:
-        """``probed`` on the codes. Every probed live row gets an upper bound of its score
+    def scored(
+        self, query: np.ndarray, rows: np.ndarray, limit: int
+    ) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(ids, scores) of the given live rows (ascending positions), among them the ``limit``
+        best, and whether they were bounded on codes first (as ``probed``; a filtered search's
+        rows: with float16 rows, scoring tens of thousands of them converts each to float32,
+        ~4x the time of a float32 product, where the codes score ~limit of them)."""
+        loops = self._loops() if len(rows) else None
+        if loops is None:
+            return self.ids[rows], self.vectors[rows] @ query, False
+        return (*self._bounded(loops, query, rows, rows + 1, limit), True)
+
+    def _bounded(
+        self, loops, query: np.ndarray, starts: np.ndarray, stops: np.ndarray, limit: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores) of the live rows of the runs ``starts[i]:stops[i]`` that can be among
+        the best ``limit``, bounded on their codes. Every row gets an upper bound of its score
         (``retrieval.vector.ivf.quantize``); the ``_HEAD`` x ``limit`` rows of highest bound are
         scored exactly, and the ``limit``-th best of those exact scores, ``floor``, is reached by
         each of the true best ``limit`` rows. So every row whose bound reaches ``floor`` is scored
-        exactly and returned: a superset of the best ``limit``, with their float32 scores."""
-        starts = np.fromiter((start for start, _ in runs), np.int64, len(runs))
-        stops = np.fromiter((stop for _, stop in runs), np.int64, len(runs))
+        exactly and returned: a superset of the best ``limit``, with their exact scores."""
         scanned = int((stops - starts).sum())
         rows, bounds = np.empty(scanned, np.int64), np.empty(scanned, np.float32)
         live = _ALL_LIVE if self.live is None else self.live
@@ -187,7 +210,7 @@ class Part:
             exact = self.vectors[rows[best]] @ query
             floor = np.partition(exact, head - limit)[head - limit]
             rows = rows[bounds >= floor]
-        return self.ids[rows], self.vectors[rows] @ query, scanned, True
+        return self.ids[rows], self.vectors[rows] @ query
 
 
 # Rows scored exactly before the floor is set, per row wanted: at 300k chunks and 15 wanted,
@@ -255,7 +278,8 @@ class VectorMatrix:
             vectors.append(np.asarray(part.vectors[take]))
         all_ids = np.concatenate(ids)
         order = np.argsort(all_ids, kind="stable")
-        return all_ids[order], np.concatenate(documents)[order], np.concatenate(vectors)[order]
+        stacked = np.concatenate(vectors).astype(np.float32, copy=False)  # float16 base rows too
+        return all_ids[order], np.concatenate(documents)[order], stacked[order]
 
     @property
     def ids(self) -> np.ndarray:
@@ -278,7 +302,8 @@ class VectorMatrix:
         """``search``, and how: ``{"index": "exact"}``, or with no filter and a base with an
         IVF, ``{"index": "ivf", "lists", "probes", "rows_scanned"}`` (the rows scored: the
         probed lists' and every row changed since the base), and ``"codes": "int8"`` when the
-        probed rows were bounded on their codes first (``Part.probed``)."""
+        base's rows (probed, or allowed by a filter) were bounded on their codes first
+        (``Part.probed``, ``Part.scored``)."""
         query = np.array(query_vector, dtype=np.float32)  # a copy: normalised in place below
         dimensions = self.stamp[3] if self.stamp[3] else self.parts[0].vectors.shape[1]
         if query.shape != (int(dimensions),):
@@ -315,10 +340,11 @@ class VectorMatrix:
                         found_ids.append(part.ids[part.live])
                         found_scores.append(scores[part.live])
                     continue
-                rows = part.rows(allowed)
-                if rows.size:
-                    found_ids.append(part.ids[rows])
-                    found_scores.append(part.vectors[rows] @ query)
+                ids, scores, by_codes = part.scored(query, part.rows(allowed), limit)
+                found_ids.append(ids)
+                found_scores.append(scores)
+                if by_codes:
+                    how["codes"] = "int8"
         if how["index"] == "ivf":
             how["rows_scanned"] = scanned
         if not found_ids:
@@ -592,6 +618,7 @@ def _merged(parts: list[Part], dimensions: int) -> tuple[np.ndarray, np.ndarray,
     all_ids = np.concatenate(ids) if ids else np.empty(0, np.int64)
     order = np.argsort(all_ids, kind="stable")
     stacked = np.concatenate(vectors) if vectors else np.empty((0, dimensions), np.float32)
+    stacked = stacked.astype(np.float32, copy=False)  # a float16 base's rows too
     return all_ids[order], stacked[order], np.concatenate(owners)[order]
 
 

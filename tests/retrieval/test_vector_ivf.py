@@ -17,7 +17,7 @@ from retrieval.bm25store.store import identity_of
 from retrieval.search import RAGService
 from retrieval.search.types import SearchFilters
 from retrieval.vector import hostfile, ivf, kernels
-from retrieval.vector.matrix import MatrixCache, VectorMatrix, get_matrix_cache
+from retrieval.vector.matrix import MatrixCache, VectorMatrix, get_matrix_cache, top
 from retrieval.vector.query_cache import remember_query_embedding
 from tests.factories import add_document
 
@@ -64,12 +64,12 @@ def fill(kb: KnowledgeBase, name: str, rng: np.random.Generator, chunks: int) ->
     return document
 
 
-@pytest.fixture(autouse=True, params=["codes", "float32"])
+@pytest.fixture(autouse=True, params=["codes", "scan"])
 def scoring(request):
     """Every test runs with the probed rows bounded on their int8 codes first (the compiled
-    loops, as a warm process has them) and scored on float32 only (as before they load)."""
+    loops, as a warm process has them) and with every probed row scored (as before they load)."""
     assert kernels.load(), "numba is a runtime requirement: the compiled loops must load"
-    if request.param == "float32":
+    if request.param == "scan":
         with kernels.numpy_only():
             yield request.param
     else:
@@ -112,7 +112,7 @@ def same(hits: list[tuple[int, float]], truth: list[tuple[int, float]]) -> None:
     """The same chunks in the same order and the same similarities up to float32 rounding (a
     product over other rows may sum in another order)."""
     assert [i for i, _ in hits] == [i for i, _ in truth]
-    np.testing.assert_allclose([s for _, s in hits], [s for _, s in truth], rtol=1e-6)
+    np.testing.assert_allclose([s for _, s in hits], [s for _, s in truth], rtol=1e-6, atol=1e-7)
 
 
 def recall(found: list[tuple[int, float]], truth: list[tuple[int, float]]) -> float:
@@ -193,12 +193,13 @@ def test_deleted_and_changed_documents_rows_never_come_back_and_new_ones_are_fou
     all_lists = replace(shared, ivf=replace(shared.ivf, probes=shared.ivf.lists))
     for matrix in (handle.matrix, replace(handle.matrix, parts=(all_lists, private))):
         for row in np.flatnonzero(np.isin(base.ids, [*deleted, *moved])):
-            query = np.asarray(base.vectors[row])
+            query = np.asarray(base.vectors[row], dtype=np.float32)
             hits = matrix.search(query, 15)
             assert hits and not {i for i, _ in hits} & deleted
+            unit = query / np.linalg.norm(query)  # a float16 row is of unit length within 2^-11
             for chunk, similarity in hits:
                 if chunk in moved:
-                    assert similarity == pytest.approx(float(moved[chunk] @ query), abs=1e-5)
+                    assert similarity == pytest.approx(float(moved[chunk] @ unit), abs=1e-6)
     # A new document's row as a query is found, first (cosine 1), by the IVF search.
     vectors = dict(zip(private.ids.tolist(), private.vectors, strict=True))
     for chunk in sorted(added)[:10]:
@@ -210,16 +211,29 @@ def test_deleted_and_changed_documents_rows_never_come_back_and_new_ones_are_fou
     assert np.mean(found) >= 0.95
 
 
-def test_a_filtered_search_stays_exact(kb):
+def test_a_filtered_search_stays_exact(kb, scoring):
     matrix = MatrixCache(10**8).get(kb).matrix
     exact = exact_of(matrix)
     ids = np.sort(matrix.ids)
     allowed = np.append(ids[::7], 10**12)  # any ids, one that is no chunk
+    used = {"codes": "int8"} if scoring == "codes" else {}
     for query in queries(10, 26):
         hits, how = matrix.search_traced(query, 1000, allowed)
-        assert how == {"index": "exact"}
+        assert how == {"index": "exact"} | used
         same(hits, exact.search(query, 1000, allowed))
         assert {i for i, _ in hits} == set(ids[::7].tolist())
+        # Fewer wanted than allowed: the codes score a part of them, the same best exactly.
+        hits, how = matrix.search_traced(query, 10, allowed)
+        assert how == {"index": "exact"} | used
+        same(hits, exact.search(query, 10, allowed))
+    (base,) = matrix.parts
+    rows = base.rows(allowed)
+    query = queries(1, 34)[0]
+    ids, scores, by_codes = base.scored(query, rows, 10)
+    assert by_codes == (scoring == "codes")
+    assert len(ids) < len(rows) / 2 if by_codes else len(ids) == len(rows)
+    same(top(ids, scores, 10), exact.search(query, 10, allowed))
+    assert base.scored(query, rows[:0], 10)[0].size == 0  # nothing allowed
 
 
 def test_a_base_written_without_an_ivf_is_still_searched_exactly(kb, ivf_settings):
@@ -285,7 +299,7 @@ def test_the_codes_score_few_rows_exactly_and_give_the_float32_top(kb, scoring):
         same(matrix.search(query, 500), truth)
 
 
-def test_a_process_without_the_loops_answers_on_float32_and_loads_them_meanwhile(
+def test_a_process_without_the_loops_answers_by_the_scan_and_loads_them_meanwhile(
     kb, ivf_settings, monkeypatch
 ):
     matrix = MatrixCache(10**8).get(kb).matrix
@@ -312,6 +326,7 @@ def test_without_codes_a_base_is_written_and_searched_on_float32(kb, ivf_setting
     ivf_settings.VECTOR_IVF_CODES = False
     written = MatrixCache(10**8).get(kb).matrix
     assert written.parts[0].ivf is not None and written.parts[0].ivf.codes is None
+    assert written.parts[0].vectors.dtype == np.float32  # float16 rows come only with codes
     folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
     assert not list(folder.glob("*.codes.npy")) and not list(folder.glob("*.scales.npy"))
     ivf_settings.VECTOR_IVF_CODES = True
@@ -322,6 +337,59 @@ def test_without_codes_a_base_is_written_and_searched_on_float32(kb, ivf_setting
     ids, _, scanned, by_codes = base.probed(query, 10)
     assert len(ids) == scanned and not by_codes  # every probed row scored on float32
     same(mapped.matrix.search(query, 10), written.search(query, 10))
+
+
+def float32_rows(kb: KnowledgeBase, settings) -> VectorMatrix:
+    """The knowledge base's float32 unit rows as the database gives them, in this process's
+    memory (no host file, so no IVF and no float16): the exact scan of the stored vectors."""
+    settings.VECTOR_HOST_FILES = False
+    try:
+        return MatrixCache(10**8).get(kb).matrix
+    finally:
+        settings.VECTOR_HOST_FILES = True
+
+
+def test_a_base_stores_its_rows_as_float16_and_scores_within_their_rounding(kb, ivf_settings):
+    handle = MatrixCache(10**8).get(kb)
+    (base,) = handle.matrix.parts
+    exact = float32_rows(kb, ivf_settings)
+    assert base.vectors.dtype == np.float16 and exact.parts[0].vectors.dtype == np.float32
+    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
+    header = json.loads((folder / f"{handle.matrix.base_name}.json").read_text())
+    assert header["ivf"]["row_type"] == "float16"
+    # Each stored row is the float32 unit row rounded to float16, nothing else.
+    rows = base.order[np.searchsorted(base.ids, exact.ids, sorter=base.order)]
+    np.testing.assert_array_equal(base.vectors[rows], exact.vectors.astype(np.float16))
+    # So every score is within 2^-11 of the float32 one, and the top 10 (every list probed,
+    # to compare the rows and nothing else) loses at most rows within that of its last score.
+    everything = replace(handle.matrix, parts=(replace(base, ivf=replace(base.ivf, probes=98)),))
+    found = []
+    for query in queries(100, 32):
+        hits, truth = everything.search(query, 10), dict(exact.search(query, 10))
+        at = np.searchsorted(exact.ids, [chunk for chunk, _ in hits])
+        error = np.array([similarity for _, similarity in hits]) - exact.vectors[at] @ query
+        assert np.all(np.abs(error) <= 2**-11)
+        missed = [score for chunk, score in truth.items() if chunk not in dict(hits)]
+        assert all(score <= hits[-1][1] + 2 * 2**-11 for score in missed)
+        found.append(recall(hits, list(truth.items())))
+    assert np.mean(found) >= 0.99
+
+
+def test_with_float32_rows_a_base_is_written_and_searched_on_them(kb, ivf_settings):
+    ivf_settings.VECTOR_IVF_FLOAT16 = False
+    written = MatrixCache(10**8).get(kb).matrix
+    (base,) = written.parts
+    assert base.ivf is not None and base.vectors.dtype == np.float32
+    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
+    header = json.loads((folder / f"{written.base_name}.json").read_text())
+    assert header["ivf"]["row_type"] == "float32"
+    exact = float32_rows(kb, ivf_settings)
+    everything = replace(written, parts=(replace(base, ivf=replace(base.ivf, probes=98)),))
+    for query in queries(20, 33):
+        same(everything.search(query, 15), exact.search(query, 15))
+    ivf_settings.VECTOR_IVF_FLOAT16 = True
+    mapped = MatrixCache(10**8).get(kb)  # a process with float16 on maps that base as it is
+    assert mapped.source == "file" and mapped.matrix.parts[0].vectors.dtype == np.float32
 
 
 def test_calibration_reports_the_share_its_probes_scan():
@@ -358,6 +426,10 @@ def _remove(path):
     path.unlink()
 
 
+def _as_float32(path):
+    np.save(path, np.load(path).astype(np.float32))  # the header says float16
+
+
 @pytest.mark.parametrize(
     ("suffix", "damage"),
     [
@@ -367,6 +439,7 @@ def _remove(path):
         ("offsets.npy", _remove),
         ("codes.npy", _truncate),
         ("scales.npy", _remove),
+        ("vec.npy", _as_float32),
     ],
 )
 def test_a_damaged_or_mismatching_ivf_file_is_ignored_and_replaced(kb, suffix, damage):
