@@ -371,7 +371,7 @@ VECTOR_IVF_TARGET_RECALL = env.float("VECTOR_IVF_TARGET_RECALL", default=0.98)
 # An IVF base also stores int8 codes of its rows (a quarter of their bytes, on the host's disk
 # and page cache beside them); a search bounds the probed rows' scores from the codes and scores
 # exactly only those that can reach its top k: the same top k, ~2.6x less CPU at 300k chunks
-# (numba's loops; until they are loaded, float32 as without). false: neither written nor used.
+# (numba's loops; until they are loaded, every probed row scored). false: neither written nor used.
 VECTOR_IVF_CODES = env.bool("VECTOR_IVF_CODES", default=True)
 # With codes, an IVF base stores its rows as float16: half the bytes (with the codes, 0.75x of
 # the float32 rows on the host instead of 1.25x). A score is then the cosine with the row
