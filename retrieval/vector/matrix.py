@@ -123,7 +123,7 @@ class Part:
         """Every array of the part, shared or private."""
         arrays = [self.ids, self.vectors, self.documents, self.live, self.order]
         if self.ivf is not None:
-            arrays += [self.ivf.centroids, self.ivf.offsets]
+            arrays += [self.ivf.centroids, self.ivf.offsets, self.ivf.codes, self.ivf.scales]
         return [a for a in arrays if a is not None]
 
     def rows(self, allowed: np.ndarray | None) -> np.ndarray | None:
