@@ -4,6 +4,7 @@ segment list and deletions (pure: no database)."""
 from __future__ import annotations
 
 import collections
+import copy
 import itertools
 import math
 from dataclasses import replace
@@ -589,3 +590,22 @@ def test_the_compiled_loops_find_the_exact_top_k_whichever_way_they_go(monkeypat
                     seen["summed"] += 1
     ways = {"one term", "summed", "guess too low", "theta too low", "too many candidates"}
     assert ways | {"pruned"} <= set(seen), seen
+
+
+@pytest.mark.parametrize("ascending", [True, False])
+def test_segment_holds_is_membership_of_its_ids(ascending):
+    """``Segment.holds`` (a view's deletions per segment, after every change) answers as
+    ``np.isin`` does: by binary search over the ids, which builds and merges store ascending,
+    and by ``np.isin`` for a segment whose ids do not ascend."""
+    rng = np.random.default_rng(3)
+    ids = rng.choice(10_000, 400, replace=False).astype(np.int64)
+    segment = Segment.build(ids.tolist(), [["w"]] * ids.size, ids.tolist())
+    if not ascending:
+        segment = copy.copy(segment)
+        segment.doc_ids = segment.doc_ids[::-1].copy()
+    asked = np.unique(np.concatenate([rng.choice(ids, 30), rng.choice(12_000, 30)]))
+    asked = np.concatenate([[-5], asked, [10**12]])  # below and above every id
+    assert segment._ids_ascending is ascending  # both branches
+    assert segment.holds(asked).tolist() == np.isin(segment.doc_ids, asked).tolist()
+    assert 0 < segment.holds(asked).sum() < len(segment)
+    assert not segment.holds(np.empty(0, np.int64)).any()

@@ -23,6 +23,7 @@ from retrieval.vector.hnsw import exact_vector_search
 from retrieval.vector.matrix import (
     MatrixCache,
     VectorMatrix,
+    _of_documents,
     get_matrix_cache,
     top,
     wait_for_rebases,
@@ -466,3 +467,16 @@ def test_the_bm25_builds_read_the_searchable_documents_stamps_as_they_always_wer
     assert stamped[ids.tolist().index(first.pk)] == 3  # never processed: 0, then the analyser
     Document.objects.filter(knowledge_base=kb).delete()
     assert documents_state(kb)[0].size == 0
+
+
+@pytest.mark.parametrize("span", [50, 10**9])
+def test_rows_of_documents_is_membership(span):
+    """A catch-up's rows still valid (``_of_documents``) are ``np.isin``'s, by a table over the
+    rows' document ids when they span little and by ``np.isin`` when they span much."""
+    rng = np.random.default_rng(11)
+    documents = rng.integers(1_000, 1_000 + span, 2_000)
+    wanted = np.unique(np.concatenate([rng.choice(documents, 40), [0, 1_000 + span + 5]]))
+    got = _of_documents(documents, wanted)
+    assert got.tolist() == np.isin(documents, wanted).tolist()
+    assert 0 < got.sum() < documents.size
+    assert _of_documents(np.empty(0, np.int64), wanted).size == 0
