@@ -7,13 +7,16 @@ from an older segment and live in a newer one, as when a chunk edited in place i
 its id). The view composes,
 once when it is made (not per query), what BM25Okapi computes over its corpus:
 
-- N = live documents, avgdl = their tokens / N, and each segment's length norms
-  ``k1 * (1 - b + b * dl / avgdl)``;
+- N = live documents and avgdl = their tokens / N (a document's length norm
+  ``k1 * (1 - b + b * dl / avgdl)`` is computed where a posting needs it, from the stored
+  lengths, by the same expression: a norm per stored document would be a pass over all of them
+  in every view composed, every process, every change);
 - the global document frequency of every term = the sum over segments of its live postings
   (a segment without deletions contributes its postings count per term; one with deletions
   counts its live postings only), so a deleted document stops counting exactly;
 - the idf of every term with a live posting and the epsilon floor, ``epsilon * mean raw idf``
-  over that live vocabulary (a term whose documents are all deleted is not in it).
+  over that live vocabulary (a term whose documents are all deleted is not in it), kept per
+  document frequency (a few thousand values) and read for a query's terms.
 
 The composed vocabulary is one dict (term -> global term id) built from the segments' term
 lists; each segment keeps an array mapping its local term ids to global ones, so a query looks a
