@@ -47,6 +47,12 @@ def document_stamp(processed_at_us: np.ndarray, analyzer_version: np.ndarray) ->
     )
 
 
+def processed_micros(stamps: np.ndarray) -> np.ndarray:
+    """The processed_at (microseconds since 1970, 0 when never processed) of
+    ``document_stamp``s."""
+    return np.asarray(stamps, dtype=np.int64) >> _STAMP_ANALYZER_BITS
+
+
 def analysis_basis(analyzer_version: int, user_words: list[str] | None) -> str:
     words = "\x1f".join(sorted(user_words or ()))
     return f"a{analyzer_version}:" + hashlib.sha256(words.encode()).hexdigest()[:16]

@@ -46,6 +46,7 @@ from retrieval.search.types import (
 )
 from retrieval.vector.policy import nearest_chunks
 from retrieval.vector.query_cache import cached_query_embedding
+from retrieval.vector.stamps import KnownDocuments
 from tenancy.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -94,7 +95,9 @@ def run_with_fallbacks(wanted: set[Leg], attempt: Callable[[Leg, bool], str | No
     Returns the fallbacks to note."""
     outcomes = dict.fromkeys(Leg, Outcome.NOT_WANTED)
     reasons: dict[str, str] = {}
-    queue = [leg for leg in Leg if leg in wanted]
+    # The keyword leg first: the vector leg follows the version of the view it answered from
+    # (``Legs._vector``).
+    queue = [leg for leg in (Leg.KEYWORD, Leg.VECTOR) if leg in wanted]
     while queue:
         leg = queue.pop(0)
         instead = leg not in wanted
@@ -161,7 +164,12 @@ class Legs:
         embed_ms = elapsed_ms(started)
         try:
             hits, how = nearest_chunks(
-                kb, vector, plan.candidates, self.filters, lambda: self._allowed(plan)
+                kb,
+                vector,
+                plan.candidates,
+                self.filters,
+                lambda: self._allowed(plan),
+                keyword=plan.keyword_documents,
             )
         except KnowledgeBase.DoesNotExist:
             raise KnowledgeBaseNotFound(f"knowledge base {kb.pk} not found") from None
@@ -221,6 +229,11 @@ class Legs:
         )
         hits = self.filters.without_excluded(hits, plan.candidates)
         plan.reach = _reach(handle.index, tokens, attempts)
+        if handle.view is not None:
+            manifest = handle.view.manifest
+            plan.keyword_documents = KnownDocuments(
+                handle.version, manifest.doc_ids, manifest.doc_stamps, manifest.chunk_count
+            )
         self.trace.retry_ladder.extend({"knowledge_base_id": kb.pk, **a} for a in attempts)
         plan.found[Leg.KEYWORD] = hits
         plan.run.add(Leg.KEYWORD)

@@ -28,6 +28,7 @@ from retrieval.search.types import (
     SearchOptions,
     WeightSource,
 )
+from retrieval.vector.stamps import KnownDocuments
 
 
 @dataclass
@@ -46,6 +47,9 @@ class Plan:
     found: dict[Leg, list[tuple[int, float]]] = field(default_factory=dict)  # (chunk id, score)
     allowed: np.ndarray | None = None  # chunk ids passing the filters, once read
     reach: Reach | None = None  # what the keyword leg's terms could score (relevance)
+    # The documents of the BM25 view the keyword leg answered from, which the vector leg
+    # follows (``MatrixCache.get``).
+    keyword_documents: KnownDocuments | None = None
 
 
 def clean_query(query: str) -> str:

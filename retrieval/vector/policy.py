@@ -26,6 +26,7 @@ from retrieval.search.filters import allowed_chunk_ids
 from retrieval.search.types import SearchFilters
 from retrieval.vector.hnsw import vector_search
 from retrieval.vector.matrix import MatrixHandle, get_matrix_cache
+from retrieval.vector.stamps import KnownDocuments
 
 logger = logging.getLogger(__name__)
 
@@ -36,15 +37,18 @@ def nearest_chunks(
     limit: int,
     filters: SearchFilters,
     allowed: Callable[[], np.ndarray] | None = None,
+    keyword: KnownDocuments | None = None,
 ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
     """The vector leg of one knowledge base: up to ``limit`` (chunk id, cosine similarity),
     best first, ties by chunk id, and a trace of how. From this process's matrix (exact, or its
     IVF without filters) while the knowledge base fits its budget, else pgvector's HNSW index.
     ``knowledge_base`` must have been read just now (its ``index_version`` is the one asked
-    for); ``allowed`` gives the ids the filters let through, when the caller has them cached.
-    Raises KnowledgeBase.DoesNotExist if the knowledge base is gone."""
+    for); ``allowed`` gives the ids the filters let through, when the caller has them cached;
+    ``keyword``: the documents of the BM25 view the same search's keyword leg answered from,
+    which the matrix follows (``MatrixCache.get``). Raises KnowledgeBase.DoesNotExist if the
+    knowledge base is gone."""
     wanted, limit = limit, limit + len(filters.exclude_chunk_ids)
-    handle = _matrix(knowledge_base)
+    handle = _matrix(knowledge_base, keyword)
     if handle is not None:
         ids = None
         if filters.active:
@@ -67,13 +71,15 @@ def nearest_chunks(
     return filters.without_excluded(hits, wanted), {"index": "hnsw"}
 
 
-def _matrix(knowledge_base: KnowledgeBase) -> MatrixHandle | None:
+def _matrix(
+    knowledge_base: KnowledgeBase, keyword: KnownDocuments | None = None
+) -> MatrixHandle | None:
     """The matrix, or None for HNSW: too large for the budget, or the load failed for a
     reason other than the database (HNSW holds the same rows)."""
     if settings.VECTOR_L1_MAX_BYTES <= 0:
         return None
     try:
-        return get_matrix_cache().get(knowledge_base)
+        return get_matrix_cache().get(knowledge_base, keyword)
     except (KnowledgeBase.DoesNotExist, DatabaseError):
         raise  # the HNSW query would meet the same database
     except Exception:

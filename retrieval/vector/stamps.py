@@ -15,10 +15,12 @@ a file written by an older process is read, and an older process reads a newer o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from knowledge.selectors import searchable_document_sql
+from retrieval.bm25store.manifest import processed_micros
 
 NOT_PROCESSED = np.iinfo(np.int64).min
 # PostgreSQL's binary timestamptz counts microseconds from 2000-01-01 UTC.
@@ -72,6 +74,14 @@ class Stamps:
         return cls(rows["id"][order].astype(np.int64), micros_since_1970(rows["at"][order]))
 
     @classmethod
+    def from_document_stamps(cls, ids: np.ndarray, document_stamps: np.ndarray) -> Stamps:
+        """From a BM25 manifest's documents (ids ascending) and their ``document_stamp``s
+        (``retrieval.bm25store.manifest``: processed_at in microseconds, shifted past the
+        analyser version; 0 for a document never processed)."""
+        at = processed_micros(document_stamps)
+        return cls(np.asarray(ids, dtype=np.int64), np.where(at == 0, NOT_PROCESSED, at))
+
+    @classmethod
     def from_mapping(cls, mapping: dict) -> Stamps:
         """From a host file's header: ``{"document id": "micros" or None}``."""
         if not mapping:
@@ -101,3 +111,21 @@ class Stamps:
             return np.zeros(self.ids.size, bool)
         at = np.minimum(np.searchsorted(held.ids, self.ids), held.ids.size - 1)
         return (held.ids[at] == self.ids) & (held.at[at] == self.at)
+
+
+@dataclass(frozen=True)
+class KnownDocuments:
+    """A knowledge base's searchable documents at ``version`` (ids ascending, their
+    ``document_stamp``s) and its live chunks, as the BM25 manifest of that version records them
+    (its writer read them in a snapshot of that version): a vector matrix catching up to the
+    same version takes them from here instead of asking PostgreSQL
+    (``retrieval.vector.matrix.load``)."""
+
+    version: int
+    ids: np.ndarray
+    document_stamps: np.ndarray
+    chunks: int
+
+    @cached_property
+    def stamps(self) -> Stamps:
+        return Stamps.from_document_stamps(self.ids, self.document_stamps)

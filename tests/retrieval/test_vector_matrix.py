@@ -1,10 +1,12 @@
 """The vector leg's exact in-memory path (retrieval.vector.matrix) against pgvector itself."""
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,6 +15,7 @@ from knowledge.models import Document, KnowledgeBase
 from knowledge.services.documents import delete_document
 from knowledge.services.knowledge_bases import bump_index_version, create_knowledge_base
 from knowledge.services.processing import process_document
+from retrieval.bm25store import get_store
 from retrieval.bm25store.build import documents_state
 from retrieval.bm25store.manifest import document_stamp
 from retrieval.bm25store.store import identity_of
@@ -28,7 +31,7 @@ from retrieval.vector.matrix import (
     top,
     wait_for_rebases,
 )
-from retrieval.vector.stamps import NOT_PROCESSED, Stamps
+from retrieval.vector.stamps import NOT_PROCESSED, KnownDocuments, Stamps
 from tests.conftest import CEILING_S, at_once
 from tests.factories import TenantFactory, add_document
 
@@ -480,3 +483,98 @@ def test_rows_of_documents_is_membership(span):
     assert got.tolist() == np.isin(documents, wanted).tolist()
     assert 0 < got.sum() < documents.size
     assert _of_documents(np.empty(0, np.int64), wanted).size == 0
+
+
+def _manifest_documents(kb: KnowledgeBase) -> KnownDocuments:
+    """The documents a BM25 manifest of the knowledge base's current version records."""
+    kb.refresh_from_db()
+    view = get_store().get(kb, fresh=True).view
+    assert view.version == kb.index_version
+    manifest = view.manifest
+    return KnownDocuments(view.version, manifest.doc_ids, manifest.doc_stamps, manifest.chunk_count)
+
+
+def _stamp_queries(queries) -> int:
+    return sum("string_agg(int8send(id)" in q["sql"] for q in queries)
+
+
+def test_a_manifests_documents_are_the_stamps_postgresql_gives(kb):
+    """What a BM25 manifest records of each document (``document_stamp``) gives the vector
+    matrix's own stamps, a document never processed included."""
+    never = kb.documents.order_by("pk")[2]
+    Document.objects.filter(pk=never.pk).update(processed_at=None)
+    bump_index_version(kb)
+    known = _manifest_documents(kb)
+    with connection.cursor() as cursor:
+        cursor.execute(stamps.SELECT, [kb.tenant_id, kb.pk])
+        packed, chunks = cursor.fetchone()
+    read = Stamps.from_row(packed)
+    np.testing.assert_array_equal(known.stamps.ids, read.ids)
+    np.testing.assert_array_equal(known.stamps.at, read.at)
+    assert NOT_PROCESSED in known.stamps.at.tolist()
+    assert known.chunks == chunks
+
+
+def test_a_matrix_catching_up_to_the_keyword_views_version_takes_its_documents(kb):
+    """The vector leg follows the keyword leg's view: catching up to the same version, the
+    delta takes the documents from the manifest (no scan of the document rows) and holds
+    exactly the rows a full load does."""
+    cache = MatrixCache(10**8)
+    cache.get(kb)
+    add_document(kb, "new.txt", "steam filter alarm")
+    delete_document(tenant=kb.tenant, document=kb.documents.order_by("pk").first())
+    known = _manifest_documents(kb)
+    with CaptureQueriesContext(connection) as queries:
+        delta = cache.get(kb, known)
+    assert delta.source == "delta"
+    assert delta.matrix.version == kb.index_version
+    assert _stamp_queries(queries.captured_queries) == 0
+    fresh = MatrixCache(10**8).get(kb).matrix
+    np.testing.assert_array_equal(delta.matrix.ids, fresh.ids)
+    np.testing.assert_array_equal(delta.matrix.vectors, fresh.vectors)
+    # A manifest of another version than the one read is not used: the documents are read.
+    add_document(kb, "newer.txt", "gear motor")
+    kb.refresh_from_db()
+    with CaptureQueriesContext(connection) as queries:
+        again = cache.get(kb, replace(known, version=kb.index_version + 1))
+    assert again.source == "delta" and again.matrix.version == kb.index_version
+    assert _stamp_queries(queries.captured_queries) == 1
+
+
+def test_a_matrix_answers_at_the_version_of_a_deferring_keyword_view(kb):
+    """While the keyword leg answers from an older view (the worker builds the new one), the
+    vector leg answers from a matrix of that version too, without reading anything; once the
+    keyword view is the knowledge base's version, the matrix catches up."""
+    cache = MatrixCache(10**8)
+    older = _manifest_documents(kb)
+    first = cache.get(kb)
+    add_document(kb, "new.txt", "steam filter alarm")
+    kb.refresh_from_db()
+    assert kb.index_version > first.matrix.version
+    with CaptureQueriesContext(connection) as queries:
+        deferred = cache.get(kb, older)
+    assert deferred.source == "deferred"
+    assert deferred.matrix is first.matrix
+    assert not queries.captured_queries
+    assert cache.get(kb, _manifest_documents(kb)).matrix.version == kb.index_version
+    # Without a keyword view (a vector-only search) the matrix is the knowledge base's now.
+    cache.discard(kb.pk)
+    cache.get(kb, older)
+    add_document(kb, "newer.txt", "gear motor")
+    kb.refresh_from_db()
+    assert cache.get(kb).matrix.version == kb.index_version
+
+
+def test_a_hybrid_search_after_a_change_reads_no_document_stamps_for_its_vectors(kb):
+    """End to end: the keyword leg runs first and its view's documents spare the vector leg's
+    catch-up the scan of the document rows; the new document is found by both legs."""
+    service = RAGService(kb.tenant)
+    service.search("pump seal", kb.pk, mode="hybrid")
+    added = add_document(kb, "new.txt", "zebra crossing alarm")
+    get_store().warm(kb)  # the worker's build of the new version
+    with CaptureQueriesContext(connection) as queries:
+        result = service.search("zebra crossing", kb.pk, mode="hybrid", top_k=3)
+    assert _stamp_queries(queries.captured_queries) == 0
+    assert result.trace.vector.detail["source"] == "delta"
+    found = {hit.chunk_id for hit in result.hits}
+    assert found & set(added.chunks.values_list("pk", flat=True))
