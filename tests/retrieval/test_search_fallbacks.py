@@ -28,19 +28,20 @@ def run(wanted: set[Leg], failing: dict[Leg, str]) -> tuple[list[str], list[tupl
     return run_with_fallbacks(wanted, attempt), attempts
 
 
-# A row of FALLBACKS: (wanted legs, why each failing leg fails, notes, attempts).
+# A row of FALLBACKS: (wanted legs, why each failing leg fails, notes, attempts in the order
+# made: the keyword leg first when both are wanted, since the vector leg follows its view).
 ROWS = {
     (Outcome.FAILED, Outcome.RAN): (
         {V, K},
         {V: "no embedder"},
         ["no embedder -> keyword only"],
-        [(V, False), (K, False)],
+        [(K, False), (V, False)],
     ),
     (Outcome.FAILED, Outcome.FAILED): (
         {V, K},
         {V: "embedding error", K: "BM25 unavailable"},
         ["embedding error -> keyword only", "BM25 unavailable; no leg could run"],
-        [(V, False), (K, False)],
+        [(K, False), (V, False)],
     ),
     (Outcome.FAILED, Outcome.RAN_INSTEAD): (
         {V},
@@ -58,7 +59,7 @@ ROWS = {
         {V, K},
         {K: "BM25 unavailable"},
         ["BM25 unavailable -> vector only"],
-        [(V, False), (K, False)],
+        [(K, False), (V, False)],
     ),
     (Outcome.RAN_INSTEAD, Outcome.FAILED): (
         {K},
@@ -91,7 +92,7 @@ def test_every_row_of_the_table_is_tested():
 @pytest.mark.parametrize(
     ("wanted", "attempts"),
     [
-        ({V, K}, [(V, False), (K, False)]),
+        ({V, K}, [(K, False), (V, False)]),
         ({V}, [(V, False)]),
         ({K}, [(K, False)]),
         (set(), []),

@@ -575,6 +575,6 @@ def test_a_hybrid_search_after_a_change_reads_no_document_stamps_for_its_vectors
     with CaptureQueriesContext(connection) as queries:
         result = service.search("zebra crossing", kb.pk, mode="hybrid", top_k=3)
     assert _stamp_queries(queries.captured_queries) == 0
-    assert result.trace.vector.detail["source"] == "delta"
+    assert result.trace.vector.detail["index"]["source"] == "delta"
     found = {hit.chunk_id for hit in result.hits}
     assert found & set(added.chunks.values_list("pk", flat=True))
