@@ -267,11 +267,9 @@ def present(result: SearchResult, explain: bool) -> dict:
     describe the body in the OpenAPI schema, and passing the body through them (deep-copying
     ~60 fields per request to rebuild an equal dict) took ~1.1 ms of the ~16 ms of web-worker
     CPU a search costs. ``tests/api/test_search_body.py`` checks that the two stay equal."""
-    body = result.to_dict()
+    body = result.to_dict(None if explain else SUMMARY_TRACE_FIELDS)
     for rank, hit in enumerate(body["results"], start=1):
         hit["rank"] = rank
     if not explain:
-        trace = body["trace"]
-        body["trace"] = {name: trace[name] for name in SUMMARY_TRACE_FIELDS}
         body["trace"]["query_script"] = None  # as the serializer renders the absent field
     return body

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -52,8 +52,12 @@ class SearchResult:
     hits: list[Hit]
     trace: Trace
 
-    def to_dict(self) -> dict:
-        return {"results": [hit.to_dict() for hit in self.hits], "trace": self.trace.to_dict()}
+    def to_dict(self, trace_fields: Sequence[str] | None = None) -> dict:
+        """Hits and trace in their JSON shape; ``trace_fields``: only these of the trace."""
+        return {
+            "results": [hit.to_dict() for hit in self.hits],
+            "trace": self.trace.to_dict(trace_fields),
+        }
 
 
 class RAGService:

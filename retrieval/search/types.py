@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from enum import StrEnum
@@ -358,7 +358,10 @@ class Trace:
     total_ms: float = 0.0
     results: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, only: Sequence[str] | None = None) -> dict[str, Any]:
+        """The trace's JSON shape; ``only``: just these fields, in this order (an answer's
+        summary, which then does not convert the legs' details, the ladder and the knowledge
+        bases' traces only to leave them out)."""
         # The two parts with shapes of their own are given them in their places, not
         # converted twice.
         own = {
@@ -367,5 +370,5 @@ class Trace:
         }
         return {
             name: own[name]() if name in own else plain(getattr(self, name))
-            for name in _field_names(type(self))
+            for name in (_field_names(type(self)) if only is None else only)
         }
