@@ -39,8 +39,9 @@ before anything is fetched.
 In a search that runs both legs, the matrix follows the keyword leg's BM25 view (which runs
 first, ``retrieval.search.legs``): while that view is older than the knowledge base's version
 (the keyword leg defers to the worker's build of the new one), a matrix of the view's version
-or later answers as it is, so both legs answer from the same version and catch up together;
-catching up to the view's version, the delta takes the documents and their ``processed_at``
+or later answers as it is, so the vector leg does not run ahead of the keyword leg and both
+catch up together; catching up to the view's version, the delta takes the documents and their
+``processed_at``
 from the view's manifest, which its writer read in a snapshot of that version, instead of
 scanning the document rows again (``MatrixCache.get``'s ``keyword``). A search of the vector
 leg alone reads them.
@@ -428,7 +429,7 @@ class MatrixCache:
         ``keyword``: the documents of the BM25 view the same search's keyword leg answered
         from. The matrix follows that view: one of its version or later answers (source
         ``deferred`` when older than the knowledge base's: the keyword leg is deferring to a
-        build under way, and both legs then answer from the same version), and a matrix
+        build under way: the vector leg does not run ahead of it), and a matrix
         catching up to its version takes the documents from it, not from PostgreSQL."""
         identity = identity_of(knowledge_base)
         wanted = knowledge_base.index_version
