@@ -41,10 +41,9 @@ first, ``retrieval.search.legs``): while that view is older than the knowledge b
 (the keyword leg defers to the worker's build of the new one), a matrix of the view's version
 or later answers as it is, so the vector leg does not run ahead of the keyword leg and both
 catch up together; catching up to the view's version, the delta takes the documents and their
-``processed_at``
-from the view's manifest, which its writer read in a snapshot of that version, instead of
-scanning the document rows again (``MatrixCache.get``'s ``keyword``). A search of the vector
-leg alone reads them.
+``processed_at`` from the view's manifest, which its writer read in a snapshot of that version,
+instead of scanning the document rows again (``MatrixCache.get``'s ``keyword``). A search of
+the vector leg alone reads them.
 
 Loads and deltas read the database the search reads (``retrieval.replica.search_reads``): a
 replica is chosen only when it holds at least the version asked for, and the version a matrix
