@@ -275,21 +275,8 @@ class VectorMatrix:
 
     def live_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ids ascending, document ids, vectors) of every live row, copied out of the parts."""
-        ids, documents, vectors = [], [], []
-        for part in self.parts:
-            rows = part.rows(None)
-            take = slice(None) if rows is None else rows
-            ids.append(part.ids[take])
-            documents.append(
-                part.documents[take]
-                if part.documents is not None
-                else np.zeros(len(part.ids[take]), np.int64)
-            )
-            vectors.append(np.asarray(part.vectors[take]))
-        all_ids = np.concatenate(ids)
-        order = np.argsort(all_ids, kind="stable")
-        stacked = np.concatenate(vectors).astype(np.float32, copy=False)  # float16 base rows too
-        return all_ids[order], np.concatenate(documents)[order], stacked[order]
+        dimensions = int(self.stamp[3] or self.parts[0].vectors.shape[1])
+        return _live_rows_of(self.parts, dimensions)
 
     @property
     def ids(self) -> np.ndarray:
@@ -435,18 +422,19 @@ class MatrixCache:
         if self._too_large.get(knowledge_base.pk) == (identity.epoch, wanted):
             return None
         started = time.perf_counter()
+        # The oldest version that may answer: the keyword view's when it is older.
+        floor = wanted if keyword is None else min(wanted, keyword.version)
+
+        def usable(held: VectorMatrix | None) -> MatrixHandle | None:
+            if held is None or held.version < floor or _stamp(knowledge_base) != held.stamp:
+                return None
+            self.lru.get(identity, held.version)  # mark as recently used
+            source = "l1" if held.version >= wanted else "deferred"
+            return MatrixHandle(held, source, (time.perf_counter() - started) * 1000)
+
         held = self.lru.peek(identity)
-        if held is not None and held.version >= wanted and _stamp(knowledge_base) == held.stamp:
-            self.lru.get(identity, wanted)  # mark as recently used
-            return MatrixHandle(held, "l1", (time.perf_counter() - started) * 1000)
-        if (
-            keyword is not None
-            and held is not None
-            and held.version >= keyword.version
-            and _stamp(knowledge_base) == held.stamp
-        ):
-            self.lru.get(identity, held.version)
-            return MatrixHandle(held, "deferred", (time.perf_counter() - started) * 1000)
+        if (handle := usable(held)) is not None:
+            return handle
         if not self._lock.acquire(blocking=False):
             # Another thread is loading: a matrix of this knowledge base's vectors (same stamp)
             # held from a version before answers meanwhile (rows of documents changed since
@@ -457,8 +445,8 @@ class MatrixCache:
             self._lock.acquire()
         try:
             held = self.lru.peek(identity)  # another thread may have loaded it meanwhile
-            if held is not None and held.version >= wanted and _stamp(knowledge_base) == held.stamp:
-                return MatrixHandle(held, "l1", (time.perf_counter() - started) * 1000)
+            if (handle := usable(held)) is not None:
+                return handle
             matrix, source = load(knowledge_base, held, self.size_limit, keyword)
             if matrix is None:
                 self.lru.discard(knowledge_base.pk)
@@ -542,7 +530,10 @@ def load(
     base, *rest = held.parts
     base = replace(base, live=_live(base, same))
     kept = [replace(p, live=_live(p, same)) for p in rest]
-    extra = Part(*_merged([*kept, Part(ids, vectors, owners)], dimensions))
+    merged_ids, merged_owners, merged_vectors = _live_rows_of(
+        [*kept, Part(ids, vectors, owners)], dimensions
+    )
+    extra = Part(merged_ids, merged_vectors, merged_owners)
     dead = 0 if base.live is None else len(base.ids) - int(base.live.sum())
     matrix = VectorMatrix(
         (base, extra) if len(extra.ids) else (base,),
@@ -659,20 +650,29 @@ def _of_documents(documents: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return table.take(documents - low)
 
 
-def _merged(parts: list[Part], dimensions: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ids ascending, vectors, document ids) of the live rows of private parts."""
-    ids, vectors, owners = [], [], []
+def _live_rows_of(
+    parts: list[Part] | tuple[Part, ...], dimensions: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids ascending, document ids, float32 vectors) of the parts' live rows, copied out (a
+    float16 base's rows too)."""
+    ids, documents, vectors = [], [], []
     for part in parts:
         rows = part.rows(None)
         take = slice(None) if rows is None else rows
         ids.append(part.ids[take])
-        vectors.append(part.vectors[take])
-        owners.append(part.documents[take])
-    all_ids = np.concatenate(ids) if ids else np.empty(0, np.int64)
+        documents.append(
+            part.documents[take]
+            if part.documents is not None
+            else np.zeros(len(part.ids[take]), np.int64)
+        )
+        vectors.append(np.asarray(part.vectors[take]))
+    if not ids:
+        empty = np.empty(0, np.int64)
+        return empty, empty, np.empty((0, dimensions), np.float32)
+    all_ids = np.concatenate(ids)
     order = np.argsort(all_ids, kind="stable")
-    stacked = np.concatenate(vectors) if vectors else np.empty((0, dimensions), np.float32)
-    stacked = stacked.astype(np.float32, copy=False)  # a float16 base's rows too
-    return all_ids[order], stacked[order], np.concatenate(owners)[order]
+    stacked = np.concatenate(vectors).astype(np.float32, copy=False)
+    return all_ids[order], np.concatenate(documents)[order], stacked[order]
 
 
 def _first_writer(folder):
