@@ -62,7 +62,7 @@ def knowledge_bases_by_id(tenant: Tenant, ids: list[int]) -> dict[int, Knowledge
     Every search reads them first: as one raw query on a plain cursor (``rag_project.rawsql``),
     0.15 ms of CPU against 0.27 through Manager.raw and 1.43 through the ORM (most of that
     compiling the query)."""
-    with connection.cursor() as cursor:
+    with connection.prepared_cursor() as cursor:
         cursor.execute(_KNOWLEDGE_BASES_BY_ID, [tenant.pk, list(ids)])
         rows = cursor.fetchall()
     found = (_KNOWLEDGE_BASE.load(row, connection) for row in rows)

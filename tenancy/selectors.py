@@ -45,7 +45,7 @@ def find_api_key(raw_key: str) -> ApiKey | None:
     prefix = split_key(raw_key)
     if prefix is None:
         return None
-    with connection.cursor() as cursor:
+    with connection.prepared_cursor() as cursor:
         cursor.execute(_FIND_KEY, [prefix])
         row = cursor.fetchone()
     if row is None:

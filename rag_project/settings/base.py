@@ -90,6 +90,11 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 # A connection that died with a restarted server is replaced instead of failing a request;
 # the backend (rag_project.postgresql) checks without a round trip when the socket is quiet.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The search path's hot queries (the API key, the knowledge bases, hydration) run as prepared
+# statements of each persistent connection (rag_project/postgresql/base.py: prepared_cursor).
+# Off for a pooler in transaction mode that cannot keep prepared statements (PgBouncer before
+# 1.21, or without max_prepared_statements).
+DB_PREPARED_STATEMENTS = env.bool("DB_PREPARED_STATEMENTS", default=True)
 # DATABASE_REPLICA_URL: a streaming replica of that database, read by searches only, never by
 # a write path (retrieval/replica.py says why there is no router; docs/scaling.md). Its
 # sessions are read-only, so a write sent there by mistake fails instead of diverging.

@@ -69,7 +69,7 @@ def _rows(tenant: Tenant, chunk_ids: list[int], knowledge_base_ids: list[int]) -
     if not chunk_ids:
         return {}
     connection = connections[search_reads()]
-    with connection.cursor() as cursor:
+    with connection.prepared_cursor() as cursor:
         cursor.execute(_ROWS, [chunk_ids, tenant.pk, knowledge_base_ids, tenant.pk])
         rows = [_Row(*row) for row in cursor.fetchall()]
     decode = _METADATA.from_db_value
