@@ -91,7 +91,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         as a prepared statement of this persistent connection, parsed and planned once per
         connection instead of on every request. Measured by interleaving blocks of searches in
         one process (300k chunks, docs/performance.md, "Session 24"): PostgreSQL's CPU per
-        search 1.14-1.18 -> 0.47-0.48 ms, the web process's -4.8%.
+        search 0.93-1.18 -> 0.36-0.48 ms, the web process's -4.1 to -4.8%.
 
         Django's own cursors bind parameters in the client and never prepare (the ORM's SQL
         is not written for server-side binding, and Django turns prepared statements off so
