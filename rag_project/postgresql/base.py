@@ -28,12 +28,23 @@ from psycopg import pq
 
 class PreparingCursor(psycopg.Cursor):
     """Binds parameters on the server and runs every query as a prepared statement of its
-    connection (``DatabaseWrapper.prepared_cursor``)."""
+    connection (``DatabaseWrapper.prepared_cursor``).
+
+    A prepared statement whose result columns changed type since it was prepared (a migration
+    run by another process) fails with "cached plan must not change result type" until it is
+    deallocated. Outside a transaction the failed statement leaves nothing to roll back: the
+    connection's statements are deallocated (psycopg forgets its own on ``DEALLOCATE ALL``)
+    and the query runs once more, prepared afresh. Inside one, the error is the caller's."""
 
     def execute(self, query, params=None, *, prepare=None, binary=None):
-        return super().execute(
-            query, params, prepare=True if prepare is None else prepare, binary=binary
-        )
+        prepare = True if prepare is None else prepare
+        try:
+            return super().execute(query, params, prepare=prepare, binary=binary)
+        except psycopg.errors.FeatureNotSupported:
+            if self.connection.info.transaction_status != pq.TransactionStatus.IDLE:
+                raise
+            self.connection.execute("DEALLOCATE ALL")
+            return super().execute(query, params, prepare=prepare, binary=binary)
 
 
 class DatabaseOperations(BaseOperations):

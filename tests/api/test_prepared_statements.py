@@ -58,3 +58,28 @@ def test_prepared_queries_are_logged_and_their_errors_are_djangos(client, tenant
         cursor.execute("SELECT * FROM no_such_table WHERE id = %s", [1])
     # The connection serves on after the failed statement.
     assert search(client, kb)
+
+
+def test_a_statement_whose_columns_changed_type_elsewhere_is_prepared_again():
+    """Another process's migration changes the type of a column a prepared statement reads:
+    the statement is prepared afresh instead of failing on every later search."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE prepared_probe (id int PRIMARY KEY, v int)")
+        cursor.execute("INSERT INTO prepared_probe VALUES (1, 7)")
+    query = "SELECT v FROM prepared_probe WHERE id = %s"
+    try:
+        with connection.prepared_cursor() as cursor:
+            cursor.execute(query, [1])
+            assert cursor.fetchone() == (7,)
+        other = connection.copy()
+        try:
+            with other.cursor() as cursor:
+                cursor.execute("ALTER TABLE prepared_probe ALTER COLUMN v TYPE text")
+        finally:
+            other.close()
+        with connection.prepared_cursor() as cursor:
+            cursor.execute(query, [1])
+            assert cursor.fetchone() == ("7",)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE prepared_probe")
