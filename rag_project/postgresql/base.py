@@ -40,8 +40,9 @@ class PreparingCursor(psycopg.Cursor):
         prepare = True if prepare is None else prepare
         try:
             return super().execute(query, params, prepare=prepare, binary=binary)
-        except psycopg.errors.FeatureNotSupported:
-            if self.connection.info.transaction_status != pq.TransactionStatus.IDLE:
+        except psycopg.errors.FeatureNotSupported as exc:
+            changed = "cached plan must not change result type" in str(exc)
+            if not changed or self.connection.info.transaction_status != pq.TransactionStatus.IDLE:
                 raise
             self.connection.execute("DEALLOCATE ALL")
             return super().execute(query, params, prepare=prepare, binary=binary)
