@@ -107,13 +107,19 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
         Django's own cursors bind parameters in the client and never prepare (the ORM's SQL
         is not written for server-side binding, and Django turns prepared statements off so
-        that poolers in transaction mode keep working); this one goes through the same
-        wrappers (query logging, execute wrappers, error translation, the health check). With
+        that poolers in transaction mode keep working); this one is made by the same path
+        (the health check, the time zone, query logging, execute wrappers, error
+        translation). With
         ``DB_PREPARED_STATEMENTS`` off (a pooler that cannot keep prepared statements) it is
         an ordinary cursor."""
         if not settings.DB_PREPARED_STATEMENTS:
             return self.cursor()
-        self.close_if_health_check_failed()
         self.ensure_connection()
-        with self.wrap_database_errors:
-            return self._prepare_cursor(PreparingCursor(self.connection))
+        # Django's own path to a cursor, with psycopg making this one a PreparingCursor (the
+        # connection is this thread's alone).
+        connection = self.connection
+        factory, connection.cursor_factory = connection.cursor_factory, PreparingCursor
+        try:
+            return self._cursor()
+        finally:
+            connection.cursor_factory = factory
