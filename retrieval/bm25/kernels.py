@@ -47,6 +47,8 @@ def _warm(compiled: ModuleType) -> None:
         compiled.add_found(buffer, positions, positions, weights)
         compiled.zero_at(buffer, positions)
     compiled.largest(np.array([0.5, 0.25, 1.0]), np.empty(2), 0)
+    for code_type in (np.uint16, np.int32):  # PairGrid.code_type
+        compiled.weigh(np.array([0.5, 0.25]), np.array([1, 0], dtype=code_type), 2.0, np.empty(2))
 
 
 LOOPS = Loops("retrieval.bm25._compiled", _warm, "bm25-compiled")

@@ -862,8 +862,12 @@ class SegmentedIndex:
         """Contributions of a layout's postings: rank_bm25's ``tf * (k1 + 1) / (tf + norm(dl))``
         gathered from the segment's pair table by code, then times idf; bit for bit what
         ``_computed`` gives, at a gather and a multiply per posting instead of a gather, a
-        division and three more operations."""
+        division and three more operations. With the compiled loops, the gather and the multiply
+        are one pass (``_compiled.weigh``: 9.7 against 28.4 ms for 9.65M postings, the common
+        terms of ``bench churn``'s queries, which every process weighs again after each change
+        because idf and the average length moved)."""
         weights = np.empty(layout.positions.size)
+        compiled = kernels.get()
         at = 0
         for (segment, _), local, codes in zip(
             layout.holders, layout.locals, layout.codes, strict=True
@@ -871,13 +875,17 @@ class SegmentedIndex:
             if codes is None:  # a segment without a pair grid: per posting
                 start, end = segment.offsets[local], segment.offsets[local + 1]
                 tf = segment.post_tf[start:end].astype(np.float64)
-                part = slice(at, at + tf.size)
-                weights[part] = self._per_posting(tf, layout.positions[part])
-                at += tf.size
-                continue
-            self._pair_table(segment).take(codes, out=weights[at : at + codes.size], mode="clip")
-            at += codes.size
-        weights *= idf
+                part = weights[at : at + tf.size]
+                part[:] = self._per_posting(tf, layout.positions[at : at + tf.size])
+                part *= idf
+            elif compiled is not None:
+                part = weights[at : at + codes.size]
+                compiled.weigh(self._pair_table(segment), codes, idf, part)
+            else:
+                part = weights[at : at + codes.size]
+                self._pair_table(segment).take(codes, out=part, mode="clip")
+                part *= idf
+            at += part.size
         return weights
 
     def _pair_table(self, segment: Segment) -> np.ndarray:

@@ -310,6 +310,19 @@ def test_contributions_from_pair_codes_are_the_per_posting_ones_to_the_bit(monke
         np.testing.assert_allclose(mixed.get_scores(query), reference.get_scores(query), atol=1e-6)
 
 
+@pytest.mark.parametrize("code_type", [np.uint16, np.int32])  # PairGrid.code_type
+def test_the_compiled_weighing_is_numpys_gather_and_multiply_to_the_bit(code_type):
+    rng = np.random.default_rng(11)
+    table = rng.random(70_000 if code_type is np.int32 else 4_000) * 2.5
+    codes = rng.integers(0, table.size, 50_000).astype(code_type)
+    idf = float(np.log1p(rng.random() * 40))
+    out = np.full(codes.size, np.nan)
+    _compiled.weigh(table, codes, idf, out)
+    expected = table.take(codes)
+    expected *= idf
+    np.testing.assert_array_equal(out, expected)
+
+
 def _documents_of(segment: Segment) -> list[list[str]]:
     """A segment's documents as token lists again (token order lost, which BM25 ignores)."""
     documents: list[list[str]] = [[] for _ in range(len(segment))]
