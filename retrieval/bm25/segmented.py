@@ -874,17 +874,17 @@ class SegmentedIndex:
         ):
             if codes is None:  # a segment without a pair grid: per posting
                 start, end = segment.offsets[local], segment.offsets[local + 1]
+                part = weights[at : at + end - start]
                 tf = segment.post_tf[start:end].astype(np.float64)
-                part = weights[at : at + tf.size]
-                part[:] = self._per_posting(tf, layout.positions[at : at + tf.size])
+                part[:] = self._per_posting(tf, layout.positions[at : at + part.size])
                 part *= idf
-            elif compiled is not None:
-                part = weights[at : at + codes.size]
-                compiled.weigh(self._pair_table(segment), codes, idf, part)
             else:
                 part = weights[at : at + codes.size]
-                self._pair_table(segment).take(codes, out=part, mode="clip")
-                part *= idf
+                if compiled is not None:
+                    compiled.weigh(self._pair_table(segment), codes, idf, part)
+                else:
+                    self._pair_table(segment).take(codes, out=part, mode="clip")
+                    part *= idf
             at += part.size
         return weights
 
