@@ -7,6 +7,13 @@ sum. Top k keeps the best ``len(heap_scores)`` documents by (score descending, d
 ascending) in a binary heap whose root is the worst kept; the order is total (ids are unique),
 so ties break exactly as a full sort would.
 
+A term's postings come as pieces (``SegmentedIndex._Piece``): global document positions
+(ascending) and per posting a code; the piece's holders (segments) are the runs
+``bounds[h]:bounds[h + 1]``, and a posting's contribution is ``table[offsets[h] + code] * idf``
+(the view's pair table, one product rounded to float64, then added: what the numpy path
+multiplies into its weights first). A term without codes passes its weights as ``table``,
+``identity`` codes and ``idf`` 1.0: ``w * 1.0`` is ``w``.
+
 Eligibility, passed as arrays (an empty array means "no restriction"): ``dead[position]`` marks
 a deleted document, ``allowed`` holds the allowed doc ids sorted ascending.
 """
@@ -20,19 +27,13 @@ _OPTIONS = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "
 
 
 @njit(**_OPTIONS)
-def scatter_add(buffer, positions, weights):  # pragma: no cover - compiled
-    """``buffer[positions[i]] += weights[i]`` in order (positions unique within a term)."""
-    for i in range(positions.size):
-        buffer[positions[i]] += weights[i]
-
-
-@njit(**_OPTIONS)
-def weigh(table, codes, idf, out):  # pragma: no cover - compiled
-    """``out[i] = table[codes[i]] * idf``: a term's contributions from its postings' pair codes
-    (``SegmentedIndex._weighed``), the same product numpy's ``take`` then ``*=`` gives, in one
-    pass instead of two over the output (every common term's, again after each change)."""
-    for i in range(codes.size):
-        out[i] = table[codes[i]] * idf
+def scatter_add(buffer, positions, codes, bounds, offsets, table, idf):  # pragma: no cover
+    """``buffer[positions[i]] += table[offsets[h] + codes[i]] * idf`` in order (positions
+    unique within a term)."""
+    for h in range(offsets.size):
+        offset = offsets[h]
+        for i in range(bounds[h], bounds[h + 1]):
+            buffer[positions[i]] += table[offset + codes[i]] * idf
 
 
 @njit(inline="always", **_OPTIONS)
@@ -184,21 +185,35 @@ def collect_recording(
 
 @njit(**_OPTIONS)
 def best_of(
-    scores, positions, ids, dead, allowed, heap_scores, heap_ids, heap_positions
+    positions,
+    codes,
+    bounds,
+    offsets,
+    table,
+    idf,
+    ids,
+    dead,
+    allowed,
+    heap_scores,
+    heap_ids,
+    heap_positions,
+    n,
 ):  # pragma: no cover - compiled
-    """The heap of the best eligible non-zero `scores` of the documents at `positions`
-    (unique); how many it holds."""
+    """Offer the eligible non-zero contributions of a piece's documents (unique) to the heap
+    holding `n`; the new `n`."""
     k = heap_scores.size
-    n = 0
-    floor = -np.inf
-    for j in range(positions.size):
-        score = scores[j]
-        if score < floor or score == 0.0:
-            continue
-        position = positions[j]
-        n = _offer(heap_scores, heap_ids, heap_positions, n, score, ids, position, dead, allowed)
-        if n == k:
-            floor = heap_scores[0]
+    floor = heap_scores[0] if n == k else -np.inf
+    for h in range(offsets.size):
+        offset = offsets[h]
+        for j in range(bounds[h], bounds[h + 1]):
+            score = table[offset + codes[j]] * idf
+            if score < floor or score == 0.0:
+                continue
+            n = _offer(
+                heap_scores, heap_ids, heap_positions, n, score, ids, positions[j], dead, allowed
+            )
+            if n == k:
+                floor = heap_scores[0]
     return n
 
 
@@ -216,12 +231,16 @@ def reaching(positions, scores, m, bound):  # pragma: no cover - compiled
 
 
 @njit(**_OPTIONS)
-def add_found(buffer, candidates, positions, weights):  # pragma: no cover - compiled
-    """``buffer[candidates[i]] += weights[j]`` where ``positions[j] == candidates[i]``, for
-    ascending `candidates` and `positions`: each found by galloping from the last one found,
-    so the walk costs about log2 of the gap per candidate, never much more than a merge."""
+def add_found(
+    buffer, candidates, positions, codes, bounds, offsets, table, idf
+):  # pragma: no cover - compiled
+    """``buffer[candidates[i]] += table[offsets[h] + codes[j]] * idf`` where
+    ``positions[j] == candidates[i]`` (posting j of holder h), for ascending `candidates` and
+    `positions`: each found by galloping from the last one found, so the walk costs about log2
+    of the gap per candidate, never much more than a merge."""
     size = positions.size
     at = 0
+    holder = 0
     for i in range(candidates.size):
         target = candidates[i]
         if at >= size:
@@ -245,7 +264,9 @@ def add_found(buffer, candidates, positions, weights):  # pragma: no cover - com
                     high = middle
             at = high
         if at < size and positions[at] == target:
-            buffer[target] += weights[at]
+            while bounds[holder + 1] <= at:
+                holder += 1
+            buffer[target] += table[offsets[holder] + codes[at]] * idf
             at += 1
 
 
@@ -257,35 +278,37 @@ def zero_at(buffer, positions):  # pragma: no cover - compiled
 
 
 @njit(**_OPTIONS)
-def largest(values, heap, n):  # pragma: no cover - compiled
-    """Offer `values` to a min-heap of the largest ``len(heap)`` seen (holding `n`); the new
-    `n` (``heap[0]`` is then the k-th largest once full)."""
+def largest(codes, bounds, offsets, table, idf, heap, n):  # pragma: no cover - compiled
+    """Offer a piece's contributions to a min-heap of the largest ``len(heap)`` seen (holding
+    `n`); the new `n` (``heap[0]`` is then the k-th largest once full)."""
     k = heap.size
-    for j in range(values.size):
-        value = values[j]
-        if n == k:
-            if value <= heap[0]:
-                continue
-            at = 0
-            while True:
-                child = 2 * at + 1
-                if child >= k:
-                    break
-                if child + 1 < k and heap[child + 1] < heap[child]:
-                    child += 1
-                if value <= heap[child]:
-                    break
-                heap[at] = heap[child]
-                at = child
-            heap[at] = value
-        else:
-            at = n
-            n += 1
-            while at > 0:
-                parent = (at - 1) >> 1
-                if heap[parent] <= value:
-                    break
-                heap[at] = heap[parent]
-                at = parent
-            heap[at] = value
+    for h in range(offsets.size):
+        offset = offsets[h]
+        for j in range(bounds[h], bounds[h + 1]):
+            value = table[offset + codes[j]] * idf
+            if n == k:
+                if value <= heap[0]:
+                    continue
+                at = 0
+                while True:
+                    child = 2 * at + 1
+                    if child >= k:
+                        break
+                    if child + 1 < k and heap[child + 1] < heap[child]:
+                        child += 1
+                    if value <= heap[child]:
+                        break
+                    heap[at] = heap[child]
+                    at = child
+                heap[at] = value
+            else:
+                at = n
+                n += 1
+                while at > 0:
+                    parent = (at - 1) >> 1
+                    if heap[parent] <= value:
+                        break
+                    heap[at] = heap[parent]
+                    at = parent
+                heap[at] = value
     return n

@@ -23,32 +23,35 @@ from retrieval.compiled import Loops
 
 
 def _warm(compiled: ModuleType) -> None:
-    """Call every loop with each argument type searches pass (int32 or int64 positions), so
-    that no search pays for a compile."""
+    """Call every loop with each argument type searches pass (int32 or int64 positions, uint16
+    or int32 codes: ``PairGrid.code_type``), so that no search pays for a compile."""
     import numpy as np
 
     ids = np.arange(4, dtype=np.int64)
     none_dead, none_allowed = np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int64)
     dead = np.zeros(4, dtype=np.bool_)
+    table = np.array([0.5, 0.25])
+    bounds, offsets = np.array([0, 2], dtype=np.int64), np.zeros(1, dtype=np.int64)
     for position_type in (np.int32, np.int64):
         positions = np.array([1, 3], dtype=position_type)
-        weights = np.array([0.5, 0.25])
         buffer = np.zeros(4)
-        compiled.scatter_add(buffer, positions, weights)
         heap = np.empty(2), np.empty(2, dtype=np.int64), np.empty(2, dtype=np.int64)
+        for code_type in (np.uint16, np.int32):
+            piece = positions, np.array([1, 0], dtype=code_type), bounds, offsets
+            compiled.scatter_add(buffer, *piece, table, 2.0)
+            compiled.add_found(buffer, positions, *piece, table, 2.0)
+            for dead_arg, allowed_arg in ((none_dead, none_allowed), (dead, ids)):
+                compiled.best_of(*piece, table, 2.0, ids, dead_arg, allowed_arg, *heap, 0)
+            if position_type is np.int32:
+                compiled.largest(*piece[1:], table, 2.0, np.empty(2), 0)
         for dead_arg, allowed_arg in ((none_dead, none_allowed), (dead, ids)):
             out = np.empty(2, dtype=position_type), np.empty(2)
             compiled.collect(buffer, positions, ids, dead_arg, allowed_arg, *heap, 0)
             compiled.collect_recording(
                 buffer, positions, ids, dead_arg, allowed_arg, *heap, 0, *out, 0, 0.5, 1.0
             )
-            compiled.best_of(weights, positions, ids, dead_arg, allowed_arg, *heap)
-        compiled.reaching(positions.copy(), weights.copy(), 2, 0.3)
-        compiled.add_found(buffer, positions, positions, weights)
+        compiled.reaching(positions.copy(), table.copy(), 2, 0.3)
         compiled.zero_at(buffer, positions)
-    compiled.largest(np.array([0.5, 0.25, 1.0]), np.empty(2), 0)
-    for code_type in (np.uint16, np.int32):  # PairGrid.code_type
-        compiled.weigh(np.array([0.5, 0.25]), np.array([1, 0], dtype=code_type), 2.0, np.empty(2))
 
 
 LOOPS = Loops("retrieval.bm25._compiled", _warm, "bm25-compiled")

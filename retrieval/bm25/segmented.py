@@ -79,18 +79,22 @@ _GALLOP_COST = 12
 # Relative room for summing the same contributions in another order (a few units in the last
 # place of a float64 sum of tens of terms is ~1e-14).
 _ORDER_SLACK = 1e-12
-# Term contributions kept per view (bytes), and the shortest postings worth keeping: a query
-# of common terms then reads its float64 weights instead of recomputing them (bm25s keeps every
-# term's weights precomputed, as float32; exactness forbids float32 and memory all of them).
+# The numpy path's term contributions kept per view (bytes), and the shortest postings worth
+# keeping: a query of common terms then reads its float64 weights instead of recomputing them.
+# (The compiled loops weigh each posting where they read it: see ``_Term``.)
 WEIGHT_CACHE_BYTES = 64 * 1024 * 1024
 _CACHE_MIN_POSTINGS = 2048
-# Coded postings and global positions of those terms, shared by the views of one knowledge
-# base that follow one another (bytes): a new view recomputes a common term's contributions
-# from them (a gather from a table of a few thousand values and one multiply) instead of
-# from its postings (a gather of length norms, a division per posting).
-LAYOUT_CACHE_BYTES = 64 * 1024 * 1024
+# Terms' pieces (global positions and pair codes), shared by the views of one knowledge base
+# that follow one another (bytes): a new view reads them with its own pair table and idfs,
+# nothing recomputed per posting; the compiled path's terms of a view hold them too. At 6 bytes
+# a posting, the common terms of a 300k-chunk knowledge base's queries fit (~10M postings).
+LAYOUT_CACHE_BYTES = 128 * 1024 * 1024
 RARE_CACHE_BYTES = 8 * 1024 * 1024
 _ENTRY_OVERHEAD = 256  # two array headers and the LRU's slot, roughly
+# A term's postings are kept in pieces (``_Layout``): a new last piece at least this fraction
+# of the one before is joined to it, and a term has at most this many.
+_PIECE_RATIO = 4
+_MAX_PIECES = 6
 _Part = tuple[np.ndarray, np.ndarray]  # a term's global positions (ascending), contributions
 _Dead = tuple[np.ndarray, np.ndarray]  # a segment's local term ids, deleted documents holding each
 # "No deletions" and "no restriction" for the compiled loops.
@@ -190,7 +194,7 @@ class SegmentedIndex:
             total -= int(lengths[self._dead].sum())
             self._n -= int(np.count_nonzero(self._dead))
         # A document's length norm is computed where a posting needs it (``_per_posting``,
-        # ``_pair_table``), from the stored lengths (deleted ones too: never scored) and the
+        # ``_view_table``), from the stored lengths (deleted ones too: never scored) and the
         # live average length; no tokens means no postings, so the norm is never read.
         # Computing all of them here was ~1.5 ms of every view composed at 300k chunks (every
         # process, after every change), for the few postings that read one.
@@ -220,7 +224,10 @@ class SegmentedIndex:
         # idf per document frequency (``_idf_of``): a term's idf is read only for the terms of
         # a query, and an array over the whole vocabulary was ~1.5 ms of every view composed.
         self._idf_by_df = _floored_idf_by_df(self._df, self._n, params.epsilon)
-        self._weights = _ByteLRU(weight_cache_bytes, _entry_bytes)
+        # The numpy path's contributions of terms kept as weights (see ``_term_contributions``),
+        # and the compiled path's terms (``_Term``: their layouts' pieces and idf).
+        self._weights = _ByteLRU(weight_cache_bytes, _part_bytes)
+        self._terms: _ByteLRU[int, _Term] = _ByteLRU(layout_cache_bytes, _term_bytes)
         # Rarer terms' positions and contributions, in their own LRU so that they never push
         # a common term out: computing one costs ~5 us of numpy calls, reading it ~0.5 us.
         self._rare: _ByteLRU[int, _Part] = _ByteLRU(RARE_CACHE_BYTES, _part_bytes)
@@ -230,7 +237,9 @@ class SegmentedIndex:
             previous._layouts if reused else _ByteLRU(layout_cache_bytes, _layout_bytes)
         )
         self._generation = previous._generation + 1 if reused else 0
-        self._pair_tables: dict[int, np.ndarray] = {}  # by id() of a segment of the view
+        # Every segment's pair table under this view's average length, concatenated in view
+        # order, and each segment's offset in it (``_view_table``; made on first use).
+        self._table: tuple[np.ndarray, list[int]] | None = None
         self._avgdl = avgdl
         # Zeroed float64 score buffers, one per document, for searches of several terms: a
         # search pops one (or allocates it) and appends it back zeroed, so concurrent searches
@@ -335,12 +344,15 @@ class SegmentedIndex:
         if top_k == 0:
             return []
         term_ids: list[int] = []
+        compiled = kernels.get()
+        if compiled is not None:
+            terms = self._compiled_terms(query, term_ids)
+            if not terms:
+                return []
+            return self._compiled_search(compiled, terms, term_ids, top_k, allowed)
         parts = self._occurrences(query, term_ids)
         if not parts:
             return []
-        compiled = kernels.get()
-        if compiled is not None:
-            return self._compiled_search(compiled, parts, term_ids, top_k, allowed)
         if len(parts) == 1:  # one known token: its postings are the scores, no summing
             touched, hits = parts[0]
         else:
@@ -374,7 +386,7 @@ class SegmentedIndex:
     def _compiled_search(
         self,
         compiled: ModuleType,
-        parts: list[_Part],
+        terms: list[_Term],
         term_ids: list[int],
         top_k: int,
         allowed: np.ndarray | None,
@@ -382,15 +394,17 @@ class SegmentedIndex:
         """``search`` by the compiled loops (``retrieval.bm25.kernels``): the same ids and
         scores, bit for bit, in the same order.
 
-        One term: its contributions are the scores; the heap keeps the top k. Several: MaxScore
-        when the query splits (``_split``): the essential terms are added into the pooled
-        buffer in query order and read back (zeroing it) into the heap, which gives theta, and
-        into a list of every eligible document's partial score; if what the other terms can
-        add (``alone``) is below theta, only documents whose partial score plus it reaches
-        theta are candidates, and their scores are added again over every occurrence in query
-        order, each term's contribution found by galloping through its sorted postings.
-        Otherwise (no split, or theta too low) every occurrence is added into the buffer and
-        read back into the heap: ~1 ns a posting each way."""
+        Each term's contributions are computed where they are read, from its postings' pair
+        codes (``_Term``): nothing is weighed per view. One term: its contributions are the
+        scores; the heap keeps the top k. Several: MaxScore when the query splits
+        (``_split``): the essential terms are added into the pooled buffer in query order and
+        read back (zeroing it) into the heap, which gives theta, and into a list of every
+        eligible document's partial score; if what the other terms can add (``alone``) is
+        below theta, only documents whose partial score plus it reaches theta are candidates,
+        and their scores are added again over every occurrence in query order, each term's
+        contribution found by galloping through its sorted postings. Otherwise (no split, or
+        theta too low) every occurrence is added into the buffer and read back into the heap:
+        ~1 ns a posting each way."""
         ids, k = self._all_ids, min(top_k, self._all_ids.size)
         dead = self._dead if self._dead is not None else _NO_DEAD
         if allowed is None:
@@ -402,17 +416,20 @@ class SegmentedIndex:
             if allowed.size > 1 and (allowed[1:] < allowed[:-1]).any():
                 allowed = np.sort(allowed)
         heap = np.empty(k), np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
-        if len(parts) == 1:
-            n = compiled.best_of(parts[0][1], parts[0][0], ids, dead, allowed, *heap)
+        if len(terms) == 1:
+            term, n = terms[0], 0
+            for piece in term.pieces:
+                n = compiled.best_of(*piece[:4], term.table, term.idf, ids, dead, allowed, *heap, n)
         else:
-            n = self._compiled_maxscore(compiled, parts, term_ids, dead, allowed, heap)
+            n = self._compiled_maxscore(compiled, terms, term_ids, dead, allowed, heap)
             if n is None:
                 buffer = self._borrowed()
-                for positions, weights in parts:
-                    compiled.scatter_add(buffer, positions, weights)
+                for term in terms:
+                    term.add_to(compiled, buffer)
                 n = 0
-                for positions, _ in {id(p[0]): p for p in parts}.values():
-                    n = compiled.collect(buffer, positions, ids, dead, allowed, *heap, n)
+                for term in {id(t): t for t in terms}.values():
+                    for piece in term.pieces:
+                        n = compiled.collect(buffer, piece.positions, ids, dead, allowed, *heap, n)
                 self._buffers.append(buffer)  # zeroed as it was read
         scores, found = heap[0][:n], heap[1][:n]
         order = np.lexsort((found, -scores))
@@ -421,7 +438,7 @@ class SegmentedIndex:
     def _compiled_maxscore(
         self,
         compiled: ModuleType,
-        parts: list[_Part],
+        terms: list[_Term],
         term_ids: list[int],
         dead: np.ndarray,
         allowed: np.ndarray,
@@ -431,7 +448,7 @@ class SegmentedIndex:
         it left in `heap`, or None (the heap to be refilled from empty) when the query has no
         split or the split would not pay: a low guess of theta, theta itself below what the
         other terms can add, or more candidates than galloping beats summing for."""
-        split = self._split(parts, term_ids)
+        split = self._split(terms, term_ids, _Term.postings)
         if split is None:
             return None
         distinct, occurrences, essential, others, _, alone = split
@@ -439,48 +456,53 @@ class SegmentedIndex:
         # k-th best of their contributions does (a guess, as in ``_maxscore``).
         best, n = np.empty(heap[0].size), 0
         for index in essential:
-            n = compiled.largest(distinct[index][1], best, n)
+            term = distinct[index]
+            for piece in term.pieces:
+                n = compiled.largest(*piece[1:4], term.table, term.idf, best, n)
         if n < best.size or not best[0] * (1 - _ORDER_SLACK) > alone:
             return None
         buffer = self._borrowed()
-        for part, index in zip(parts, occurrences, strict=True):
+        for term, index in zip(terms, occurrences, strict=True):
             if index in essential:
-                compiled.scatter_add(buffer, part[0], part[1])
-        size = sum(distinct[index][0].size for index in essential)
+                term.add_to(compiled, buffer)
+        size = sum(distinct[index].postings() for index in essential)
         partial = np.empty(size, dtype=self._position_type), np.empty(size)
         n = m = 0
         for index in essential:
-            n, m = compiled.collect_recording(
-                buffer,
-                distinct[index][0],
-                self._all_ids,
-                dead,
-                allowed,
-                *heap,
-                n,
-                *partial,
-                m,
-                alone,
-                1 - _ORDER_SLACK,
-            )
+            for piece in distinct[index].pieces:
+                n, m = compiled.collect_recording(
+                    buffer,
+                    piece.positions,
+                    self._all_ids,
+                    dead,
+                    allowed,
+                    *heap,
+                    n,
+                    *partial,
+                    m,
+                    alone,
+                    1 - _ORDER_SLACK,
+                )
         self._buffers.append(buffer)  # zeroed as it was read
         theta = heap[0][0] * (1 - _ORDER_SLACK) if n == heap[0].size else 0.0
         if not alone < theta:
             return None
         kept = compiled.reaching(*partial, m, theta - alone)
         # Galloping costs about as much a candidate as summing _GALLOP_COST postings does.
-        if kept * len(others) * _GALLOP_COST >= sum(distinct[i][0].size for i in others):
+        if kept * len(others) * _GALLOP_COST >= sum(distinct[i].postings() for i in others):
             return None
         candidates = np.sort(partial[0][:kept])
         buffer = self._borrowed()
-        for part, index in zip(parts, occurrences, strict=True):
+        for term, index in zip(terms, occurrences, strict=True):
             if index in essential:
-                compiled.scatter_add(buffer, part[0], part[1])
+                term.add_to(compiled, buffer)
             else:
-                compiled.add_found(buffer, candidates, part[0], part[1])
+                for piece in term.pieces:
+                    compiled.add_found(buffer, candidates, *piece[:4], term.table, term.idf)
         n = compiled.collect(buffer, candidates, self._all_ids, dead, allowed, *heap, 0)
         for index in essential:
-            compiled.zero_at(buffer, distinct[index][0])
+            for piece in distinct[index].pieces:
+                compiled.zero_at(buffer, piece.positions)
         self._buffers.append(buffer)
         return n
 
@@ -577,26 +599,34 @@ class SegmentedIndex:
                 return touched, self._in_query_order(touched, known, parts, occurrences, essential)
         return self._summed(parts, top_k, allowed, floor=theta)
 
-    def _split(self, parts: list[_Part], term_ids: list[int]) -> _Split | None:
+    def _split(
+        self,
+        parts: Sequence[_AnyPart],
+        term_ids: list[int],
+        size: Callable[[_AnyPart], int] = lambda part: part[0].size,
+    ) -> _Split | None:
         """MaxScore's split of a query's distinct terms (see ``_maxscore``), or None when it
         has none: fewer than two distinct terms, no term short enough against the others, or
-        a non-essential term with a negative idf."""
-        slot: dict[int, int] = {}  # id() of a term's positions -> its distinct index
-        distinct: list[_Part] = []
+        a non-essential term with a negative idf. `parts` are the numpy path's (positions,
+        weights) or the compiled path's ``_Term``s, a repeated token's the same object;
+        `size` gives a part's postings."""
+        slot: dict[int, int] = {}  # id() of a term's part -> its distinct index
+        distinct: list[_AnyPart] = []
         occurrences: list[int] = []  # per query occurrence, its distinct index
         for part in parts:
-            index = slot.setdefault(id(part[0]), len(distinct))
+            index = slot.setdefault(id(part), len(distinct))
             if index == len(distinct):
                 distinct.append(part)
             occurrences.append(index)
         if len(distinct) < 2:
             return None
+        sizes = [size(part) for part in distinct]
         read = [0] * len(distinct)  # postings read per distinct term, over its occurrences
         for index in occurrences:
-            read[index] += distinct[index][0].size
+            read[index] += sizes[index]
         essential: set[int] = set()
         kept, total = 0, sum(read)
-        for index in sorted(range(len(distinct)), key=lambda i: distinct[i][0].size)[:-1]:
+        for index in sorted(range(len(distinct)), key=sizes.__getitem__)[:-1]:
             if _MAXSCORE_RATIO * (kept + read[index]) > total - kept - read[index]:
                 break
             essential.add(index)
@@ -604,10 +634,10 @@ class SegmentedIndex:
         if not essential:
             return None
         others = [index for index in occurrences if index not in essential]  # in query order
-        ids_of = {id(part[0]): term_id for part, term_id in zip(parts, term_ids, strict=True)}
-        if any(self._idf_of(ids_of[id(distinct[i][0])]) < 0 for i in others):
+        ids_of = {id(part): term_id for part, term_id in zip(parts, term_ids, strict=True)}
+        if any(self._idf_of(ids_of[id(distinct[i])]) < 0 for i in others):
             return None
-        most = {i: self._most(distinct[i], ids_of[id(distinct[i][0])]) for i in others}
+        most = {i: self._most(distinct[i], ids_of[id(distinct[i])]) for i in others}
         alone = 0.0
         for index in others:
             alone += most[index]
@@ -700,11 +730,17 @@ class SegmentedIndex:
                 buffer[positions.astype(np.intp)] = 0.0
         self._buffers.append(buffer)
 
-    def _most(self, part: _Part, term_id: int) -> float:
-        """The term's largest contribution in this view (kept: 8 bytes per term asked)."""
+    def _most(self, part: _AnyPart, term_id: int) -> float:
+        """The term's largest contribution in this view (kept: 8 bytes per term asked). Of a
+        ``_Term``: the largest value of the table cells its postings use, times idf (idf >= 0
+        here, and rounding is monotonic, so that is the largest product)."""
         most = self._max_weight.get(term_id)
         if most is None:
-            most = self._max_weight[term_id] = float(part[1].max())
+            if isinstance(part, _Term):
+                most = max(part.most_cell(piece) for piece in part.pieces) * part.idf
+            else:
+                most = part[1].max()
+            most = self._max_weight[term_id] = float(most)
         return most
 
     def _lower_bound(
@@ -750,7 +786,7 @@ class SegmentedIndex:
     def _occurrences(self, query: Sequence[str], term_ids: list[int] | None = None) -> list[_Part]:
         """(global document positions, float64 contributions) of every known query token
         occurrence, in query order (a repeated token's parts are the same object); their term
-        ids appended to `term_ids` when given."""
+        ids appended to `term_ids` when given. The numpy path's (see ``_compiled_terms``)."""
         if isinstance(query, str):
             raise TypeError("query must be a sequence of tokens, not a string")
         cache: dict[str, _Part | None] = {}
@@ -765,7 +801,49 @@ class SegmentedIndex:
                     term_ids.append(self._vocab[term])
         return parts
 
+    def _compiled_terms(self, query: Sequence[str], term_ids: list[int]) -> list[_Term]:
+        """``_occurrences`` for the compiled loops: each known occurrence's ``_Term`` (a
+        repeated token's the same object), its term id appended to `term_ids`."""
+        if isinstance(query, str):
+            raise TypeError("query must be a sequence of tokens, not a string")
+        cache: dict[str, _Term | None] = {}
+        terms = []
+        for token in query:
+            if token not in cache:
+                cache[token] = self._term(token)
+            found = cache[token]
+            if found is not None:
+                terms.append(found)
+                term_ids.append(self._vocab[token])
+        return terms
+
+    def _term(self, token: str) -> _Term | None:
+        """The token's postings as the compiled loops read them: its layout's pieces with the
+        view's pair table and its idf, so that a new view (a new average length, new idfs)
+        weighs nothing again; or, when a segment holding it has no pair grid, its weights
+        computed per posting (``_computed``) as a table of their own."""
+        term_id = self._vocab.get(token)
+        if term_id is None or not self._df[term_id]:
+            return None
+        found = self._terms.get(term_id)
+        if found is not None:
+            return found
+        holders = self._holders(token)
+        if all(h.segment.pair_grid is not None for h in holders):
+            layout = self._layout(term_id, holders)
+            table = self._view_table()[0]
+            term = _Term(layout.pieces, table, float(self._idf_of(term_id)))
+        else:
+            positions, weights = self._computed(holders, self._idf_of(term_id))
+            piece = _Piece.of(positions, _identity(positions.size), None)
+            term = _Term((piece,), weights, 1.0)
+        self._terms.put(term_id, term)
+        return term
+
     def _term_contributions(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The numpy path's (positions, contributions) of a term: from its layout for a term
+        of at least ``cache_min_postings`` postings whose segments all have pair grids (kept
+        per view), else per posting (kept in a smaller LRU)."""
         term_id = self._vocab.get(term)
         if term_id is None or not self._df[term_id]:
             return None
@@ -773,32 +851,42 @@ class SegmentedIndex:
         if cached is not None:
             return cached
         holders = self._holders(term)
-        if sum(h.postings for h in holders) < self._cache_min_postings:
+        coded = all(h.segment.pair_grid is not None for h in holders)
+        if not coded or sum(h.postings for h in holders) < self._cache_min_postings:
             rare = self._rare.get(term_id)
             if rare is None:
                 rare = self._computed(holders, self._idf_of(term_id))
-                self._rare.put(term_id, rare)
+                if coded or rare[0].size < self._cache_min_postings:
+                    self._rare.put(term_id, rare)
+                else:
+                    self._weights.put(term_id, rare)
             return rare
         layout = self._layout(term_id, holders)
-        computed = layout.positions, self._weighed(layout, self._idf_of(term_id))
+        pieces = layout.pieces
+        positions = (
+            pieces[0].positions
+            if len(pieces) == 1
+            else np.concatenate([p.positions for p in pieces], dtype=self._position_type)
+        )
+        computed = positions, self._weighed(layout, self._idf_of(term_id))
         self._weights.put(term_id, computed)
         return computed
 
     def _holders(self, term: str) -> list[_Holder]:
         """Each segment holding the term, in view order."""
         found = []
-        for base, segment in zip(self._base_list, self.segments, strict=False):
+        for index, (base, segment) in enumerate(zip(self._base_list, self.segments, strict=False)):
             local = segment.vocab.get(term)
             if local is not None:
                 postings = int(segment.offsets[local + 1] - segment.offsets[local])
-                found.append(_Holder(segment, base, local, postings))
+                found.append(_Holder(segment, base, local, postings, index))
         return found
 
     def _positions(self, holders: Sequence[_Holder]) -> np.ndarray:
         """The global document positions of the holders' postings, ascending: a segment's own
         array (no copy) when it is the only holder and starts the view."""
         parts = []
-        for segment, base, local, _ in holders:
+        for segment, base, local, _, _ in holders:
             start, end = segment.offsets[local], segment.offsets[local + 1]
             docs = segment.post_docs[start:end]
             parts.append(docs if base == 0 else docs + self._position_type(base))
@@ -809,7 +897,7 @@ class SegmentedIndex:
     def _computed(self, holders: list[_Holder], idf: float) -> tuple[np.ndarray, np.ndarray]:
         """Positions and contributions straight from the postings (a term of few postings)."""
         docs = self._positions(holders)
-        tf_parts = [s.post_tf[s.offsets[t] : s.offsets[t + 1]] for s, _, t, _ in holders]
+        tf_parts = [s.post_tf[s.offsets[t] : s.offsets[t + 1]] for s, _, t, _, _ in holders]
         weights = self._per_posting(np.concatenate(tf_parts, dtype=np.float64), docs)
         weights *= idf
         return docs, weights
@@ -824,82 +912,113 @@ class SegmentedIndex:
         return tf
 
     def _layout(self, term_id: int, holders: list[_Holder]) -> _Layout:
-        """The term's global positions and pair codes, from the views' shared cache when its
-        holders are the same segments at the same bases; else made again, reusing the codes
-        of the segments it still shares (after a change only a new small segment's are
-        computed) and the positions when the old holders start the new ones (segments only
-        added)."""
-        key = tuple((h.segment, h.base) for h in holders)
+        """The term's pieces (global positions and pair codes, ``_Piece``), from the views'
+        shared cache when its holders are the same segments at the same bases and table
+        offsets; else made again from the pieces whose holders it still has in front (after
+        a change, only the new segments' postings make a new piece) and the codes of the
+        segments it still shares. A new last piece at least a ``_PIECE_RATIO``-th of the one
+        before is joined to it, so a term keeps O(log n) pieces, each posting copied O(log n)
+        times as segments arrive."""
+        offsets = self._view_table()[1]
+        key = tuple((h.segment, h.base, offsets[h.index]) for h in holders)
         found = self._layouts.get(term_id)
         if found is not None and found.holders == key:
             return found
-        old = {}
+        pieces: list[_Piece] = []
+        used = 0  # holders of `key` covered by the pieces kept
+        known: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(segment) -> codes, cells
         if found is not None:
-            old = {id(s): c for (s, _), c in zip(found.holders, found.codes, strict=True)}
-        codes = []
-        for holder in holders:
-            segment = holder.segment
-            known = old.get(id(segment))
-            if known is None and segment.pair_grid is not None:
-                known = segment.pair_codes(holder.local)
-            codes.append(known)
-        kept = len(found.holders) if found is not None else 0
-        if kept and found.holders == key[:kept]:
-            positions = np.concatenate(
-                [found.positions, self._positions(holders[kept:])], dtype=self._position_type
-            )
-        else:
-            positions = self._positions(holders)
-        layout = _Layout(
-            key, tuple(h.local for h in holders), positions, tuple(codes), self._generation
-        )
+            at = 0
+            for piece in found.pieces:
+                span = found.holders[at : at + piece.holders]
+                if used == at and span == key[at : at + piece.holders]:
+                    pieces.append(piece)
+                    used += piece.holders
+                else:
+                    for j, (segment, _, offset) in enumerate(span):
+                        known[id(segment)] = piece.holder_codes(j, offset)
+                at += piece.holders
+        if used < len(holders):
+            rest = holders[used:]
+            pieces.append(self._piece(rest, [offsets[h.index] for h in rest], known))
+        while len(pieces) > 1 and (
+            pieces[-1].size * _PIECE_RATIO >= pieces[-2].size or len(pieces) > _MAX_PIECES
+        ):
+            pieces[-2:] = [_joined(pieces[-2], pieces[-1], self._position_type)]
+        layout = _Layout(key, tuple(pieces), self._generation)
         newer = layout.generation
         # An older view still serving a search does not take the entry back from a newer one.
         self._layouts.put(term_id, layout, replace=lambda held: held.generation <= newer)
         return layout
 
+    def _piece(
+        self,
+        holders: list[_Holder],
+        offsets: list[int],
+        known: dict[int, tuple[np.ndarray, np.ndarray]],
+    ) -> _Piece:
+        """One piece of the holders' postings: codes and cells used from `known` (by segment)
+        or computed."""
+        codes, cells = [], []
+        for holder, offset in zip(holders, offsets, strict=True):
+            got = known.get(id(holder.segment))
+            if got is None:
+                local = holder.segment.pair_codes(holder.local)
+                got = local, _largest_cells(local, cast(PairGrid, holder.segment.pair_grid))
+            codes.append(got[0])
+            cells.append(got[1] + offset)
+        bounds = np.zeros(len(holders) + 1, dtype=np.int64)
+        np.cumsum([c.size for c in codes], out=bounds[1:])
+        used = np.zeros(len(holders) + 1, dtype=np.int64)
+        np.cumsum([c.size for c in cells], out=used[1:])
+        return _Piece(
+            self._positions(holders),
+            codes[0] if len(codes) == 1 else np.concatenate(codes, dtype=np.result_type(*codes)),
+            bounds,
+            np.array(offsets, dtype=np.int64),
+            np.concatenate(cells).astype(np.int64, copy=False),
+            used,
+        )
+
     def _weighed(self, layout: _Layout, idf: float) -> np.ndarray:
-        """Contributions of a layout's postings: rank_bm25's ``tf * (k1 + 1) / (tf + norm(dl))``
-        gathered from the segment's pair table by code, then times idf; bit for bit what
-        ``_computed`` gives, at a gather and a multiply per posting instead of a gather, a
-        division and three more operations. With the compiled loops, the gather and the multiply
-        are one pass (``_compiled.weigh``: 9.7 against 28.4 ms for 9.65M postings, the common
-        terms of ``bench churn``'s queries, which every process weighs again after each change
-        because idf and the average length moved)."""
-        weights = np.empty(layout.positions.size)
-        compiled = kernels.get()
+        """The numpy path's contributions of a layout's postings: rank_bm25's
+        ``tf * (k1 + 1) / (tf + norm(dl))`` gathered from the view's pair table by code, then
+        times idf; bit for bit what ``_computed`` gives, and what the compiled loops compute
+        where they read a posting (``_Term``)."""
+        table = self._view_table()[0]
+        weights = np.empty(sum(piece.size for piece in layout.pieces))
         at = 0
-        for (segment, _), local, codes in zip(
-            layout.holders, layout.locals, layout.codes, strict=True
-        ):
-            if codes is None:  # a segment without a pair grid: per posting
-                start, end = segment.offsets[local], segment.offsets[local + 1]
-                part = weights[at : at + end - start]
-                tf = segment.post_tf[start:end].astype(np.float64)
-                part[:] = self._per_posting(tf, layout.positions[at : at + part.size])
-                part *= idf
-            else:
-                part = weights[at : at + codes.size]
-                if compiled is not None:
-                    compiled.weigh(self._pair_table(segment), codes, idf, part)
-                else:
-                    self._pair_table(segment).take(codes, out=part, mode="clip")
-                    part *= idf
-            at += part.size
+        for piece in layout.pieces:
+            for h in range(piece.holders):
+                start, end = piece.bounds[h], piece.bounds[h + 1]
+                cells = piece.codes[start:end].astype(np.int64)
+                cells += piece.offsets[h]
+                table.take(cells, out=weights[at + start : at + end])
+            at += piece.size
+        weights *= idf
         return weights
 
-    def _pair_table(self, segment: Segment) -> np.ndarray:
-        """``tf * (k1 + 1) / (tf + norm(dl))`` over a segment's pair grid (row-major), under
-        this view's average length; made once per view and segment (two threads may both make
-        it: the same values)."""
-        table = self._pair_tables.get(id(segment))
-        if table is None:
-            grid = cast(PairGrid, segment.pair_grid)  # a segment with codes has one
-            tf = grid.tf[:, np.newaxis]
-            table = tf * (self.params.k1 + 1)
-            table = table / (_length_norm(grid.lengths, self._avgdl, self.params) + tf)
-            table = self._pair_tables.setdefault(id(segment), table.reshape(-1))
-        return table
+    def _view_table(self) -> tuple[np.ndarray, list[int]]:
+        """``tf * (k1 + 1) / (tf + norm(dl))`` over every segment's pair grid (row-major),
+        under this view's average length, concatenated in view order, and each segment's
+        offset in it (a segment without a grid has no cells). Made once per view, on first
+        use (two threads may both make it: the same values): a few hundred thousand cells at
+        most per full-size segment."""
+        found = self._table
+        if found is None:
+            tables, offsets, at = [], [], 0
+            for segment in self.segments:
+                offsets.append(at)
+                grid = segment.pair_grid
+                if grid is not None:
+                    tf = grid.tf[:, np.newaxis]
+                    table = tf * (self.params.k1 + 1)
+                    table = table / (_length_norm(grid.lengths, self._avgdl, self.params) + tf)
+                    tables.append(table.reshape(-1))
+                    at += tables[-1].size
+            table = np.concatenate(tables) if tables else np.zeros(0)
+            found = self._table = (table, offsets)
+        return found
 
 
 def _searched(keys: int, postings: int) -> bool:
@@ -956,17 +1075,117 @@ class _Holder(NamedTuple):
     base: int
     local: int
     postings: int
+    index: int  # the segment's position in the view
+
+
+class _Piece(NamedTuple):
+    """Postings of a run of a term's holders, as the compiled loops read them: a posting's
+    contribution is ``table[offsets[h] + codes[i]] * idf`` for the holder h whose run
+    ``bounds[h]:bounds[h + 1]`` holds it. Immutable, shared by the views that hold its
+    segments at the same bases and table offsets."""
+
+    positions: np.ndarray  # global document positions, ascending
+    codes: np.ndarray  # per posting, its cell in its segment's pair grid (uint16 or int32)
+    bounds: np.ndarray  # int64, holders + 1: each holder's run of postings
+    offsets: np.ndarray  # int64, per holder, its segment's offset in the view's table
+    # int64, view-table cells holding the largest value the postings read (``_largest_cells``;
+    # None: the whole table)
+    cells: np.ndarray | None
+    cell_bounds: np.ndarray | None  # int64, holders + 1: each holder's run of ``cells``
+
+    @classmethod
+    def of(cls, positions: np.ndarray, codes: np.ndarray, cells: np.ndarray | None) -> _Piece:
+        """A piece of one holder at table offset 0."""
+        bounds = np.array([0, positions.size], dtype=np.int64)
+        return cls(positions, codes, bounds, np.zeros(1, np.int64), cells, None)
+
+    @property
+    def size(self) -> int:
+        return self.positions.size
+
+    @property
+    def holders(self) -> int:
+        return self.offsets.size
+
+    def holder_codes(self, h: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+        """Holder h's codes and its ``_largest_cells`` in its own grid (its table `offset`
+        taken off), to make another piece of."""
+        used, bounds = cast(np.ndarray, self.cells), cast(np.ndarray, self.cell_bounds)
+        cells = used[bounds[h] : bounds[h + 1]] - offset
+        return self.codes[self.bounds[h] : self.bounds[h + 1]], cells
 
 
 class _Layout(NamedTuple):
     """A term's postings over a view's segments, the part of its contributions that stays the
     same from one view to the next: immutable, shared by the views that hold its segments."""
 
-    holders: tuple[tuple[Segment, int], ...]  # (segment, base) of each holder, in view order
-    locals: tuple[int, ...]  # the term's id in each holder
-    positions: np.ndarray  # global document positions, ascending
-    codes: tuple[np.ndarray | None, ...]  # per holder, ``pair_codes`` (None: no pair grid)
+    holders: tuple[tuple[Segment, int, int], ...]  # (segment, base, table offset), view order
+    pieces: tuple[_Piece, ...]
     generation: int  # of the view that made it
+
+
+class _Term(NamedTuple):
+    """A query term as the compiled loops read it in one view: its pieces, the table their
+    codes index and its idf (a term computed per posting: its weights, identity codes, 1.0)."""
+
+    pieces: tuple[_Piece, ...]
+    table: np.ndarray
+    idf: float
+
+    def postings(self) -> int:
+        return sum(piece.size for piece in self.pieces)
+
+    def most_cell(self, piece: _Piece) -> float:
+        """The largest table value the piece's postings read (of the cells that can hold it)."""
+        return self.table.max() if piece.cells is None else self.table.take(piece.cells).max()
+
+    def add_to(self, compiled: ModuleType, buffer: np.ndarray) -> None:
+        """Add every contribution into `buffer` at its position."""
+        for piece in self.pieces:
+            compiled.scatter_add(buffer, *piece[:4], self.table, self.idf)
+
+
+def _largest_cells(codes: np.ndarray, grid: PairGrid) -> np.ndarray:
+    """Of the grid cells `codes` use, those that can hold their largest value in any view: per
+    term frequency used, the cell of the shortest document among its postings. A cell's value
+    ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` never grows with dl (each float
+    operation is monotonic in its operands), so each row's largest used value is there; a
+    handful of cells per term instead of every cell used."""
+    columns = grid.lengths.size
+    used = np.bincount(codes, minlength=grid.tf.size * columns).reshape(-1, columns) > 0
+    rows = np.flatnonzero(used.any(axis=1))
+    return rows * columns + used[rows].argmax(axis=1)
+
+
+def _joined(first: _Piece, second: _Piece, position_type: type) -> _Piece:
+    """One piece of two consecutive ones (of layouts: with their cells)."""
+    cells = cast(np.ndarray, first.cells), cast(np.ndarray, second.cells)
+    cell_bounds = cast(np.ndarray, first.cell_bounds), cast(np.ndarray, second.cell_bounds)
+    return _Piece(
+        np.concatenate([first.positions, second.positions], dtype=position_type),
+        np.concatenate(
+            [first.codes, second.codes], dtype=np.result_type(first.codes, second.codes)
+        ),
+        np.concatenate([first.bounds, second.bounds[1:] + first.size]),
+        np.concatenate([first.offsets, second.offsets]),
+        np.concatenate(cells),
+        np.concatenate([cell_bounds[0], cell_bounds[1][1:] + cells[0].size]),
+    )
+
+
+_IDENTITY = np.arange(1 << 16, dtype=np.int32)
+
+
+def _identity(n: int) -> np.ndarray:
+    """``arange(n)`` as int32 codes (a view of a shared array, grown when too short)."""
+    global _IDENTITY
+    identity = _IDENTITY
+    if identity.size < n:
+        identity = _IDENTITY = np.arange(max(n, 2 * identity.size), dtype=np.int32)
+    return identity[:n]
+
+
+_AnyPart = TypeVar("_AnyPart", tuple[np.ndarray, np.ndarray], "_Term")
 
 
 _K = TypeVar("_K")
@@ -1011,23 +1230,28 @@ class _ByteLRU(Generic[_K, _V]):
                 self.nbytes -= self._size_of(evicted)
 
 
-def _entry_bytes(entry: tuple[np.ndarray, np.ndarray]) -> int:
-    """What a weight cache entry adds: its weights and its objects. Its positions are its
-    layout's, counted by the layout cache (they outlive the layout's eviction while the entry
-    lives, at most half the weight cache's bytes: 4 bytes a posting against 8)."""
-    return entry[1].nbytes + _ENTRY_OVERHEAD
-
-
 def _part_bytes(part: _Part) -> int:
     return part[0].nbytes + part[1].nbytes + _ENTRY_OVERHEAD
 
 
-def _layout_bytes(layout: _Layout) -> int:
-    codes = sum(c.nbytes for c in layout.codes if c is not None)
+def _piece_bytes(piece: _Piece) -> int:
     # Positions that are a view of a segment's postings (one holder starting the view) are
     # the segment's.
-    positions = layout.positions.nbytes if layout.positions.base is None else 0
-    return codes + positions + _ENTRY_OVERHEAD * (1 + len(layout.codes))
+    arrays = [piece.codes, piece.bounds, piece.offsets, piece.cells, piece.cell_bounds]
+    if piece.positions.base is None:
+        arrays.append(piece.positions)
+    return sum(a.nbytes for a in arrays if a is not None) + _ENTRY_OVERHEAD
+
+
+def _layout_bytes(layout: _Layout) -> int:
+    return sum(_piece_bytes(piece) for piece in layout.pieces) + _ENTRY_OVERHEAD
+
+
+def _term_bytes(term: _Term) -> int:
+    """A term's pieces (its layout's: counted again, since the term keeps them alive after
+    the layout cache lets them go) and a per-posting term's weights."""
+    own = 0 if term.idf != 1.0 or term.pieces[0].cells is not None else term.table.nbytes
+    return sum(_piece_bytes(piece) for piece in term.pieces) + own + _ENTRY_OVERHEAD
 
 
 def _length_norm(lengths: np.ndarray, avgdl: float, params: BM25Params) -> np.ndarray:

@@ -270,7 +270,9 @@ def test_cached_term_weights_give_the_same_answers_and_stay_within_their_budget(
     queries = [*sample_queries(corpus, 30, seed=2), ["t0"], ["t0", "t1", "t0"]]
     first = [view.search(q, 20) for q in queries]
     assert [view.search(q, 20) for q in queries] == first  # now partly from the cache
-    assert 0 < view._weights.nbytes <= budget
+    # The numpy path keeps weights, the compiled loops terms (pieces to weigh as they read).
+    cache = view._weights if kernels.get() is None else view._terms
+    assert 0 < cache.nbytes <= budget
     reference = rank_bm25.BM25Okapi(corpus)
     for query, hits in zip(queries, first, strict=True):
         expected = reference.get_scores(query)
@@ -311,16 +313,34 @@ def test_contributions_from_pair_codes_are_the_per_posting_ones_to_the_bit(monke
 
 
 @pytest.mark.parametrize("code_type", [np.uint16, np.int32])  # PairGrid.code_type
-def test_the_compiled_weighing_is_numpys_gather_and_multiply_to_the_bit(code_type):
+def test_the_compiled_loops_weigh_a_posting_as_numpy_gathers_and_multiplies_to_the_bit(code_type):
+    """The compiled loops compute a contribution where they read it (``table[offset + code] *
+    idf``, then add): the same bits as numpy's gather, multiply, then add, over two holders
+    whose runs index the table at different offsets."""
     rng = np.random.default_rng(11)
-    table = rng.random(70_000 if code_type is np.int32 else 4_000) * 2.5
-    codes = rng.integers(0, table.size, 50_000).astype(code_type)
+    table = rng.random(70_000 if code_type is np.int32 else 8_000) * 2.5
+    half = table.size // 2
+    codes = rng.integers(0, half, 50_000).astype(code_type)
+    positions = np.sort(rng.choice(200_000, codes.size, replace=False)).astype(np.int32)
+    bounds, offsets = np.array([0, 20_000, codes.size]), np.array([0, half])
     idf = float(np.log1p(rng.random() * 40))
-    out = np.full(codes.size, np.nan)
-    _compiled.weigh(table, codes, idf, out)
-    expected = table.take(codes)
-    expected *= idf
-    np.testing.assert_array_equal(out, expected)
+    cells = codes.astype(np.int64)
+    cells[20_000:] += half
+    weights = table.take(cells)
+    weights *= idf
+    start = rng.random(200_000)
+    buffer, expected = start.copy(), start.copy()
+    _compiled.scatter_add(buffer, positions, codes, bounds, offsets, table, idf)
+    expected[positions] += weights
+    np.testing.assert_array_equal(buffer, expected)
+    # Looked up for some candidates by galloping: the same contributions.
+    candidates = np.unique(np.concatenate([positions[::7], rng.choice(200_000, 500)]))
+    found = np.zeros(200_000)
+    _compiled.add_found(found, candidates, positions, codes, bounds, offsets, table, idf)
+    wanted = np.zeros(200_000)
+    at = np.isin(positions, candidates)
+    wanted[positions[at]] = weights[at]
+    np.testing.assert_array_equal(found, wanted)
 
 
 def _documents_of(segment: Segment) -> list[list[str]]:
@@ -340,25 +360,45 @@ def test_views_after_a_change_reuse_the_layouts_of_the_segments_they_share():
     first = _common_terms_view(segments)
     first.get_scores(["t0", "t1"])
     t0, t1 = first._layouts.get(first._vocab["t0"]), first._layouts.get(first._vocab["t1"])
+    assert len(t0.pieces) == 1 and t0.pieces[0].holders == 2
     # A new segment holding t0 only, and a deletion: a new average length and new idfs.
     segments.append(Segment.build([5_000], [["t0", "zz"]]))
     second = _common_terms_view(segments, deleted=[4], previous=first)
     fresh = SegmentedIndex(segments, deleted=[4])
     for query in (["t0"], ["t1"], ["t0", "t1", "zz"]):
         np.testing.assert_array_equal(second.get_scores(query), fresh.get_scores(query))
+        assert second.search(query, 10) == fresh.search(query, 10)
     assert second._layouts.get(second._vocab["t1"]) is t1  # no segment of t1 changed
     grown = second._layouts.get(second._vocab["t0"])
-    assert (
-        grown.codes[:2] == t0.codes[:2]
-        and all(  # same arrays, not recomputed
-            a is b for a, b in zip(grown.codes[:2], t0.codes[:2], strict=True)
-        )
-    )
-    assert grown.positions[: t0.positions.size].tolist() == t0.positions.tolist()
-    assert grown.positions[-1] == 2_000  # the new segment's document, after the others
+    # The piece of the segments both views hold is the same object; the new segment's
+    # posting is a piece of its own, after it.
+    assert len(grown.pieces) == 2 and grown.pieces[0] is t0.pieces[0]
+    assert grown.pieces[1].positions.tolist() == [2_000]
     # An older view still serving searches leaves the newer layout in place.
     first._term_contributions("t0")
     assert second._layouts.get(second._vocab["t0"]) is grown
+
+
+def test_a_term_keeps_few_pieces_as_segments_arrive_one_by_one():
+    """Each change adds a small segment; the pieces a term is read in are joined as they
+    grow (``_PIECE_RATIO``, ``_MAX_PIECES``), and every view scores as one composed afresh."""
+    corpus = zipf_corpus(3_000, vocab=100, mean_len=20, seed=13)
+    segments = [Segment.build(range(2_000), corpus[:2_000])]
+    view = _common_terms_view(segments)
+    queries = [["t0"], ["t0", "t5", "t0"], ["t1", "t2", "t40"]]
+    deleted: list[int] = []
+    for start in range(2_000, 3_000, 20):
+        segments.append(Segment.build(range(start, start + 20), corpus[start : start + 20]))
+        deleted.append(start - 7)
+        view = _common_terms_view(segments, deleted=deleted, previous=view)
+        fresh = SegmentedIndex(segments, deleted=deleted)
+        for query in queries:
+            assert view.search(query, 10) == fresh.search(query, 10)
+    layout = view._layouts.get(view._vocab["t0"])
+    assert len(layout.holders) == 51
+    assert 2 <= len(layout.pieces) <= segmented_module._MAX_PIECES
+    sizes = [piece.size for piece in layout.pieces]
+    assert all(a > segmented_module._PIECE_RATIO * b for a, b in itertools.pairwise(sizes))
 
 
 def test_the_layout_cache_stays_within_its_budget():
