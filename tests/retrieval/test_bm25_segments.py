@@ -266,7 +266,7 @@ def test_cached_term_weights_give_the_same_answers_and_stay_within_their_budget(
         Segment.build(range(i, i + 1_000), corpus[i : i + 1_000]) for i in range(0, 4_000, 1_000)
     ]
     budget = 100_000
-    view = SegmentedIndex(segments, weight_cache_bytes=budget)
+    view = SegmentedIndex(segments, weight_cache_bytes=budget, layout_cache_bytes=budget)
     queries = [*sample_queries(corpus, 30, seed=2), ["t0"], ["t0", "t1", "t0"]]
     first = [view.search(q, 20) for q in queries]
     assert [view.search(q, 20) for q in queries] == first  # now partly from the cache
