@@ -24,15 +24,19 @@ term up once and reads its postings segment by segment.
 
 Query path: per query term occurrence (query order, as rank_bm25 adds them), each segment's
 postings give global document positions (segment base + local position, int32) and float64
-contributions ``idf * tf * (k1 + 1) / (tf + norm)``. A common term's (``cache_min_postings``)
-are kept per view in a bounded LRU, and computed from its layout: its positions and, per
-segment, each posting's code in the segment's grid of (term frequency, document length) pairs
+contributions ``idf * tf * (k1 + 1) / (tf + norm)``. A term's postings are kept as its layout
+(``_Layout``): a few pieces (``_Piece``), each the positions of a run of the segments holding it
+and, per posting, its code in its segment's grid of (term frequency, document length) pairs
 (``Segment.pair_grid``). Those depend on the segments only, so the views that follow one
-another after changes share them in a second LRU; a new view (a new average length and new
-idfs) computes ``tf * (k1 + 1) / (tf + norm(dl))`` once per grid cell (a few thousand) and
-gathers it by code, then multiplies by idf: the same operations on the same values as per
-posting, so the same bits, at ~1.3 ns a posting instead of ~5. Rarer terms' are kept in a
-smaller LRU of their own.
+another after changes share them in an LRU; after a change only the new segments' postings
+make a new piece. A view computes ``tf * (k1 + 1) / (tf + norm(dl))`` once per grid cell of
+every segment (``_view_table``), and the compiled loops compute a posting's contribution where
+they read it, ``table[offset + code] * idf``: the same operations on the same values as per
+posting, so the same bits, and a new view (a new average length and new idfs) weighs nothing
+again. (Weighing the common terms of `bench churn`'s queries again was 10-45 ms per process and
+view, plus ~5 us per rarer term.) The numpy path gathers the same table by code into weights,
+kept per view in an LRU for common terms (``cache_min_postings``), and computes rarer terms'
+per posting, kept in a smaller LRU.
 
 Two ways sum them and select the top k, with the same result bit for bit:
 
@@ -134,10 +138,11 @@ class SegmentedIndex:
         postings counts minus those, instead of one pass over all its postings (~40 ms per
         change for a full-size segment on a 2-core machine, paid by every process).
 
-        Terms with at least ``cache_min_postings`` postings have their contributions kept in
-        an LRU of ``weight_cache_bytes`` per view, and computed from coded postings kept in
-        an LRU of ``layout_cache_bytes`` that a view composed on ``previous`` shares with it
-        (see ``_layout``). Neither is counted in ``nbytes``."""
+        Terms' layouts (positions and pair codes, see ``_layout``) are kept in an LRU of
+        ``layout_cache_bytes`` that a view composed on ``previous`` shares with it; the compiled
+        loops' terms of this view in another of the same bound. The numpy path keeps the
+        contributions of terms with at least ``cache_min_postings`` postings in an LRU of
+        ``weight_cache_bytes`` per view. None is counted in ``nbytes``."""
         self.params = params = params or BM25Params()
         self.segments = tuple(segments)
         self.deleted = np.unique(np.asarray(deleted, dtype=np.int64))
