@@ -792,35 +792,33 @@ class SegmentedIndex:
         """(global document positions, float64 contributions) of every known query token
         occurrence, in query order (a repeated token's parts are the same object); their term
         ids appended to `term_ids` when given. The numpy path's (see ``_compiled_terms``)."""
+        return self._each_known(query, self._term_contributions, term_ids)
+
+    def _compiled_terms(self, query: Sequence[str], term_ids: list[int]) -> list[_Term]:
+        """``_occurrences`` for the compiled loops: each known occurrence's ``_Term``."""
+        return self._each_known(query, self._term, term_ids)
+
+    def _each_known(
+        self,
+        query: Sequence[str],
+        lookup: Callable[[str], _AnyPart | None],
+        term_ids: list[int] | None,
+    ) -> list[_AnyPart]:
+        """`lookup` of every known query token occurrence, in query order (a repeated token's
+        the same object), their term ids appended to `term_ids` when given."""
         if isinstance(query, str):
             raise TypeError("query must be a sequence of tokens, not a string")
-        cache: dict[str, _Part | None] = {}
+        cache: dict[str, _AnyPart | None] = {}
         parts = []
-        for term in query:
-            if term not in cache:
-                cache[term] = self._term_contributions(term)
-            found = cache[term]
+        for token in query:
+            if token not in cache:
+                cache[token] = lookup(token)
+            found = cache[token]
             if found is not None:
                 parts.append(found)
                 if term_ids is not None:
-                    term_ids.append(self._vocab[term])
+                    term_ids.append(self._vocab[token])
         return parts
-
-    def _compiled_terms(self, query: Sequence[str], term_ids: list[int]) -> list[_Term]:
-        """``_occurrences`` for the compiled loops: each known occurrence's ``_Term`` (a
-        repeated token's the same object), its term id appended to `term_ids`."""
-        if isinstance(query, str):
-            raise TypeError("query must be a sequence of tokens, not a string")
-        cache: dict[str, _Term | None] = {}
-        terms = []
-        for token in query:
-            if token not in cache:
-                cache[token] = self._term(token)
-            found = cache[token]
-            if found is not None:
-                terms.append(found)
-                term_ids.append(self._vocab[token])
-        return terms
 
     def _term(self, token: str) -> _Term | None:
         """The token's postings as the compiled loops read them: its layout's pieces with the
@@ -840,8 +838,7 @@ class SegmentedIndex:
             term = _Term(layout.pieces, table, float(self._idf_of(term_id)))
         else:
             positions, weights = self._computed(holders, self._idf_of(term_id))
-            piece = _Piece.of(positions, _identity(positions.size), None)
-            term = _Term((piece,), weights, 1.0)
+            term = _Term((_Piece.of_weights(positions),), weights, 1.0)
         self._terms.put(term_id, term)
         return term
 
@@ -1099,10 +1096,10 @@ class _Piece(NamedTuple):
     cell_bounds: np.ndarray | None  # int64, holders + 1: each holder's run of ``cells``
 
     @classmethod
-    def of(cls, positions: np.ndarray, codes: np.ndarray, cells: np.ndarray | None) -> _Piece:
-        """A piece of one holder at table offset 0."""
+    def of_weights(cls, positions: np.ndarray) -> _Piece:
+        """The piece of a term read from its own weights (the table): identity codes."""
         bounds = np.array([0, positions.size], dtype=np.int64)
-        return cls(positions, codes, bounds, np.zeros(1, np.int64), cells, None)
+        return cls(positions, _identity(positions.size), bounds, np.zeros(1, np.int64), None, None)
 
     @property
     def size(self) -> int:
@@ -1255,7 +1252,7 @@ def _layout_bytes(layout: _Layout) -> int:
 def _term_bytes(term: _Term) -> int:
     """A term's pieces (its layout's: counted again, since the term keeps them alive after
     the layout cache lets them go) and a per-posting term's weights."""
-    own = 0 if term.idf != 1.0 or term.pieces[0].cells is not None else term.table.nbytes
+    own = term.table.nbytes if term.pieces[0].cells is None else 0
     return sum(_piece_bytes(piece) for piece in term.pieces) + own + _ENTRY_OVERHEAD
 
 
