@@ -849,29 +849,23 @@ class SegmentedIndex:
         term_id = self._vocab.get(term)
         if term_id is None or not self._df[term_id]:
             return None
-        cached = self._weights.get(term_id)
+        cached = self._weights.get(term_id) or self._rare.get(term_id)
         if cached is not None:
             return cached
         holders = self._holders(term)
-        coded = all(h.segment.pair_grid is not None for h in holders)
-        if not coded or sum(h.postings for h in holders) < self._cache_min_postings:
-            rare = self._rare.get(term_id)
-            if rare is None:
-                rare = self._computed(holders, self._idf_of(term_id))
-                if coded or rare[0].size < self._cache_min_postings:
-                    self._rare.put(term_id, rare)
-                else:
-                    self._weights.put(term_id, rare)
-            return rare
-        layout = self._layout(term_id, holders)
-        pieces = layout.pieces
-        positions = (
-            pieces[0].positions
-            if len(pieces) == 1
-            else np.concatenate([p.positions for p in pieces], dtype=self._position_type)
-        )
-        computed = positions, self._weighed(layout, self._idf_of(term_id))
-        self._weights.put(term_id, computed)
+        small = sum(h.postings for h in holders) < self._cache_min_postings
+        if small or not all(h.segment.pair_grid is not None for h in holders):
+            computed = self._computed(holders, self._idf_of(term_id))
+        else:
+            layout = self._layout(term_id, holders)
+            pieces = layout.pieces
+            positions = (
+                pieces[0].positions
+                if len(pieces) == 1
+                else np.concatenate([p.positions for p in pieces], dtype=self._position_type)
+            )
+            computed = positions, self._weighed(layout, self._idf_of(term_id))
+        (self._rare if small else self._weights).put(term_id, computed)
         return computed
 
     def _holders(self, term: str) -> list[_Holder]:
