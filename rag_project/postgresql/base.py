@@ -2,8 +2,8 @@
 
 ``CONN_HEALTH_CHECKS`` makes Django send ``SELECT 1`` on a persistent connection before the
 first query of every request, so a connection that died with a restarted server is replaced
-instead of failing the request. That is one more round trip per request (a search makes three
-queries of its own), paid in the web process and the server alike.
+instead of failing the request. That is one more round trip per request (a search makes two or
+three queries of its own), paid in the web process and the server alike.
 
 A server that ends a connection (restart, ``pg_terminate_backend``, an idle timeout, a crashed
 backend) sends its error and closes the socket, so an idle connection's socket is readable.

@@ -31,7 +31,7 @@ from retrieval.api.dify_conditions import UnsupportedCondition, filters_from_con
 from retrieval.api.searching import search_knowledge_base
 from tenancy.api.authentication import ApiKeyAuthentication
 from tenancy.api.errors import translate
-from tenancy.api.fields import FiniteFloatField, storable_json
+from tenancy.api.fields import FieldsOnceSerializer, FiniteFloatField, storable_json
 from tenancy.api.permissions import TenantAccess
 from tenancy.api.throttling import ApiKeyRateThrottle
 from tenancy.roles import Permission
@@ -47,7 +47,7 @@ class DifyError(exceptions.APIException):
         self.status_code, self.error_code = http_status, error_code
 
 
-class RetrievalSettingSerializer(serializers.Serializer):
+class RetrievalSettingSerializer(FieldsOnceSerializer):
     top_k = serializers.IntegerField(
         min_value=1, help_text=f"At most this many records (above {settings.RAG_MAX_TOP_K}: that)."
     )
@@ -56,7 +56,7 @@ class RetrievalSettingSerializer(serializers.Serializer):
     )
 
 
-class ConditionSerializer(serializers.Serializer):
+class ConditionSerializer(FieldsOnceSerializer):
     name = serializers.JSONField(
         help_text="A metadata field name (or a list of names).", validators=[storable_json]
     )
@@ -64,12 +64,12 @@ class ConditionSerializer(serializers.Serializer):
     value = serializers.JSONField(required=False, allow_null=True, validators=[storable_json])
 
 
-class MetadataConditionSerializer(serializers.Serializer):
+class MetadataConditionSerializer(FieldsOnceSerializer):
     logical_operator = serializers.ChoiceField(choices=["and", "or"], default="and")
     conditions = ConditionSerializer(many=True)
 
 
-class DifyRetrievalRequestSerializer(serializers.Serializer):
+class DifyRetrievalRequestSerializer(FieldsOnceSerializer):
     knowledge_id = serializers.CharField(max_length=100, help_text="A knowledge base id.")
     query = serializers.CharField(max_length=settings.RAG_MAX_QUERY_CHARS)
     retrieval_setting = RetrievalSettingSerializer()

@@ -7,12 +7,12 @@ from rest_framework import serializers
 
 from retrieval.search import SearchResult
 from retrieval.search.types import SearchFilters, SearchMode
-from tenancy.api.fields import FiniteFloatField, id_field, storable_json
+from tenancy.api.fields import FieldsOnceSerializer, FiniteFloatField, id_field, storable_json
 
 # ---------------------------------------------------------------- requests
 
 
-class SearchFiltersSerializer(serializers.Serializer):
+class SearchFiltersSerializer(FieldsOnceSerializer):
     document_ids = serializers.ListField(
         child=id_field(),
         max_length=1000,
@@ -49,7 +49,7 @@ class SearchFiltersSerializer(serializers.Serializer):
         return storable_json(value)
 
 
-class SearchOptionsSerializer(serializers.Serializer):
+class SearchOptionsSerializer(FieldsOnceSerializer):
     """What every search request may set; omitted options take the knowledge base's defaults."""
 
     query = serializers.CharField(max_length=settings.RAG_MAX_QUERY_CHARS)
@@ -115,7 +115,7 @@ class SearchOptionsSerializer(serializers.Serializer):
         return options
 
 
-class KnowledgeBaseIdsMixin(serializers.Serializer):
+class KnowledgeBaseIdsMixin(FieldsOnceSerializer):
     knowledge_base_ids = serializers.ListField(
         child=id_field(), min_length=1, max_length=20, help_text="Knowledge bases to search."
     )

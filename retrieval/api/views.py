@@ -12,6 +12,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
+from knowledge.selectors import knowledge_base_with_key
 from retrieval.api.searching import run_search
 from retrieval.api.serializers import (
     ContextRequestSerializer,
@@ -35,7 +36,11 @@ class _SearchView(TenantAPIView):
     request_serializer = SearchOptionsSerializer
 
     def _search(self, request, pk: int | None) -> tuple[SearchResult, dict]:
-        return run_search(self.access, request.data, self.request_serializer, pk)
+        known = None
+        read = getattr(request.auth, "joined", None)  # (id, row or None): read with the key
+        if pk is not None and read is not None and read[0] == pk:
+            known = {} if read[1] is None else {pk: read[1]}
+        return run_search(self.access, request.data, self.request_serializer, pk, known)
 
     def _context(self, request, pk: int | None) -> Response:
         result, data = self._search(request, pk)
@@ -44,7 +49,15 @@ class _SearchView(TenantAPIView):
         return Response(body)  # ContextResponseSerializer's shape (see present)
 
 
-class KnowledgeBaseSearchView(_SearchView):
+class _OneKnowledgeBase:
+    """The knowledge base the URL names is read with the caller's API key, in one query."""
+
+    def read_with_key(self, kwargs):
+        pk = kwargs.get("pk")
+        return knowledge_base_with_key(pk) if isinstance(pk, int) else None
+
+
+class KnowledgeBaseSearchView(_OneKnowledgeBase, _SearchView):
     @extend_schema(
         summary="Search a knowledge base",
         request=SearchOptionsSerializer,
@@ -73,7 +86,7 @@ class SearchView(_SearchView):
         return Response(present(result, data["explain"]))  # SearchResponseSerializer's shape
 
 
-class KnowledgeBaseContextView(_SearchView):
+class KnowledgeBaseContextView(_OneKnowledgeBase, _SearchView):
     request_serializer = ContextRequestSerializer
 
     @extend_schema(

@@ -3,6 +3,10 @@
 Nothing about a key's validity is cached: a revoked key answers 401 on the very next request.
 ``last_used_at`` is written at most once a minute per key (tenancy.services). Keys
 never reach a log: the header is not logged and failures name no key.
+
+A view whose URL names the row it will read (a knowledge base's search) may have that row read
+in the key's own query: its ``read_with_key(url_kwargs)`` returns a ``tenancy.selectors.Joined``,
+and the authenticated key carries ``joined`` (``find_api_key``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed
 
 from tenancy.models import ApiKey
-from tenancy.selectors import find_api_key
+from tenancy.selectors import Joined, find_api_key
 from tenancy.services import record_use
 
 
@@ -39,10 +43,11 @@ class ApiKeyUser:
         return self.get_username()
 
 
-def authenticate_api_key(raw_key: str) -> ApiKey:
+def authenticate_api_key(raw_key: str, joined: Joined | None = None) -> ApiKey:
     """The live key ``raw_key`` names, its use recorded; AuthenticationFailed (401) when it is
-    unknown or revoked. The one check of a key, for the REST API and the MCP server alike."""
-    api_key = find_api_key(raw_key)
+    unknown or revoked. The one check of a key, for the REST API and the MCP server alike.
+    ``joined``: a row read with the key (``find_api_key``)."""
+    api_key = find_api_key(raw_key, joined)
     if api_key is None:
         raise AuthenticationFailed("Invalid API key.", code="invalid_api_key")
     if api_key.revoked_at is not None:
@@ -69,12 +74,19 @@ class ApiKeyAuthentication(BaseAuthentication):
             raw_key = parts[1].decode("ascii")
         except UnicodeDecodeError:
             raise AuthenticationFailed("Invalid API key.", code="invalid_api_key") from None
-        api_key = authenticate_api_key(raw_key)
+        api_key = authenticate_api_key(raw_key, _read_with_key(request))
         return ApiKeyUser(api_key), api_key
 
     def authenticate_header(self, request) -> str:
         # Present, so DRF answers 401 (not 403) to requests without credentials.
         return 'Bearer realm="api"'
+
+
+def _read_with_key(request) -> Joined | None:
+    """The row the request's view reads with the key (its ``read_with_key(kwargs)``), if any."""
+    context = getattr(request, "parser_context", None) or {}
+    read = getattr(context.get("view"), "read_with_key", None)
+    return None if read is None else read(context.get("kwargs") or {})
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
