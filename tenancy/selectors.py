@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
 from dataclasses import dataclass
 from typing import Any
@@ -55,14 +56,18 @@ class Joined:
     pk: int
 
 
-def _find_key_sql(joined: Joined | None) -> str:
-    if joined is None:
-        return _FIND_KEY.format(joined_columns="", joined_table="")
-    table = joined.columns.model._meta.db_table
-    return _FIND_KEY.format(
-        joined_columns=f", {joined.columns.sql}",
+@functools.cache
+def _find_key_sql(columns: Columns | None) -> tuple[str, int]:
+    """The key's query, with the joined table's ``columns`` when given, and the index among
+    them of the row's id (made once per kind of row)."""
+    if columns is None:
+        return _FIND_KEY.format(joined_columns="", joined_table=""), -1
+    table = columns.model._meta.db_table
+    sql = _FIND_KEY.format(
+        joined_columns=f", {columns.sql}",
         joined_table=f" LEFT JOIN {table} j ON j.id = %s AND j.tenant_id = k.tenant_id",
     )
+    return sql, columns.attnames.index("id")
 
 
 def find_api_key(raw_key: str, joined: Joined | None = None) -> ApiKey | None:
@@ -75,8 +80,9 @@ def find_api_key(raw_key: str, joined: Joined | None = None) -> ApiKey | None:
     if prefix is None:
         return None
     params: list[Any] = [prefix] if joined is None else [joined.pk, prefix]
+    sql, id_at = _find_key_sql(None if joined is None else joined.columns)
     with connection.prepared_cursor() as cursor:
-        cursor.execute(_find_key_sql(joined), params)
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
         return None
@@ -88,7 +94,7 @@ def find_api_key(raw_key: str, joined: Joined | None = None) -> ApiKey | None:
         return None
     if joined is not None:
         values = row[keys + tenants + 1 :]
-        found = values[joined.columns.attnames.index("id")] is not None  # NULL: no such row
+        found = values[id_at] is not None  # NULL: no such row
         key.joined = (joined.pk, joined.columns.load(values, connection) if found else None)
     return key
 

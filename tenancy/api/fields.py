@@ -32,12 +32,12 @@ class FieldsOnceSerializer(serializers.Serializer):
         prototypes = cls.__dict__.get("_field_prototypes")
         if prototypes is None:
             # Two threads may both make them: the same fields, one set kept.
-            prototypes = copy.deepcopy(self._declared_fields)
+            prototypes = {
+                name: (field, copy.deepcopy if _has_children(field) else copy.copy)
+                for name, field in copy.deepcopy(self._declared_fields).items()
+            }
             cls._field_prototypes = prototypes
-        return {
-            name: copy.deepcopy(field) if _has_children(field) else copy.copy(field)
-            for name, field in prototypes.items()
-        }
+        return {name: made(field) for name, (field, made) in prototypes.items()}
 
 
 def _has_children(field: serializers.Field) -> bool:

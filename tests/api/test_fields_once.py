@@ -89,5 +89,5 @@ def test_each_instance_binds_copies_of_its_own():
     assert ids.child.parent is ids and ids.root is first
     # The class's prototypes stay unbound.
     prototypes = SearchOptionsSerializer.__dict__["_field_prototypes"]
-    assert all(getattr(f, "parent", None) is None for f in prototypes.values())
+    assert all(getattr(f, "parent", None) is None for f, _ in prototypes.values())
     assert MultiSearchRequestSerializer.__dict__.get("_field_prototypes") is not prototypes
