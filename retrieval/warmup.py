@@ -9,13 +9,17 @@ gunicorn's fork and by each Celery worker process) starts ``warm`` in a daemon t
 1. the analyser: jieba's dictionary and the default analyser;
 2. every embedding model a knowledge base uses (local models load their weights; remote
    providers hold no model and cost nothing);
-3. web processes only, in a second thread from the start (see ``warm``): the
-   ``RAG_WARM_KNOWLEDGE_BASES`` largest knowledge bases with ready documents (largest first:
-   their cold load costs the most), each one's BM25 view into this process's L1 and its vector
-   matrix into the matrix cache, within those caches' budgets; then BM25's compiled query
-   loops (``retrieval.bm25.kernels``, ~0.8 s; searches take the numpy path until they are
-   loaded) and the vector leg's (``retrieval.vector.kernels``, for IVF bases' int8 codes;
-   float32 until loaded);
+3. in a second thread from the start (see ``warm``): the ``RAG_WARM_KNOWLEDGE_BASES``
+   largest knowledge bases with ready documents (largest first: their cold load costs the
+   most), each one's BM25 view into this process's L1 and, in a web process, its vector matrix
+   into the matrix cache, within those caches' budgets; then BM25's compiled loops
+   (``retrieval.bm25.kernels``, ~0.8 s; searches take the numpy path until they are loaded)
+   and, in a web process, the vector leg's (``retrieval.vector.kernels``, for IVF bases' int8
+   codes; float32 until loaded). A Celery worker process warms the BM25 views because it
+   writes each change's version as a delta on the view it holds: without one, its first
+   change to a knowledge base loaded every segment first (at 300k chunks ~2.5 s of CPU beside
+   the searches, and that document's visibility waited for it); and BM25's loops because they
+   spare that writer a pass over a large segment's postings per change (``SegmentedIndex``);
 4. web processes only, then: the URL configuration and every view module it routes to (Django
    imports them on the first request: 1.3 s, most of it the MCP SDK, measured as the whole
    difference between a warm process's first and second search);
@@ -70,8 +74,8 @@ def start(kind: str = "web") -> threading.Thread | None:
 def warm(kind: str = "web") -> None:
     """Load what first searches need (see the module's doc), noting each step in ``WARM``.
 
-    Two threads: the analyser then the embedding models in this one; in a web process the
-    knowledge bases' indexes and the routes in a second, at the same time. The model and the
+    Two threads: the analyser then the embedding models in this one; the knowledge bases'
+    indexes (and in a web process the routes) in a second, at the same time. The model and the
     indexes are independent and each takes seconds (at 100k chunks: model 6.7 s, indexes
     3.4 s, one after the other 11.8 s), and a search sent meanwhile needs both: in sequence,
     it waited longer for them than a cold process loading them itself (8.5 s against 6.8 s,
@@ -79,9 +83,9 @@ def warm(kind: str = "web") -> None:
     started = time.perf_counter()
     second = None
     try:
-        if kind == "web":
-            second = threading.Thread(target=_web_steps, name="rag-warmup-indexes", daemon=True)
-            second.start()
+        steps = _web_steps if kind == "web" else _worker_steps
+        second = threading.Thread(target=steps, name="rag-warmup-indexes", daemon=True)
+        second.start()
         _step("analyzer", _analyzer)
         _step("embedding_models", _models)
     finally:
@@ -105,6 +109,14 @@ def _web_steps() -> None:
         _step("bm25_compiled", _bm25_compiled)
         _step("vector_compiled", _vector_compiled)
         _step("routes", _routes)
+    finally:
+        connection.close()
+
+
+def _worker_steps() -> None:
+    try:
+        _step("knowledge_bases", lambda: _knowledge_bases(vectors=False))
+        _step("bm25_compiled", _bm25_compiled)
     finally:
         connection.close()
 
@@ -187,7 +199,7 @@ def hottest_knowledge_bases(limit: int):
     )
 
 
-def _knowledge_bases() -> list[int]:
+def _knowledge_bases(vectors: bool = True) -> list[int]:
     from retrieval.bm25store import bm25_available, get_store
     from retrieval.vector.matrix import get_matrix_cache
 
@@ -195,7 +207,7 @@ def _knowledge_bases() -> list[int]:
     for kb in hottest_knowledge_bases(settings.RAG_WARM_KNOWLEDGE_BASES):
         if bm25_available():
             get_store().get(kb, fresh=True)
-        if settings.VECTOR_L1_MAX_BYTES > 0 and kb.embedding_dimensions:
+        if vectors and settings.VECTOR_L1_MAX_BYTES > 0 and kb.embedding_dimensions:
             get_matrix_cache().get(kb)
         warmed.append(kb.pk)
     return warmed

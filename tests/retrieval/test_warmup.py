@@ -70,6 +70,26 @@ def test_warm_loads_the_analyser_and_the_largest_knowledge_bases(client):
     assert large.pk in get_matrix_cache().lru
 
 
+def test_a_worker_warms_the_bm25_views_it_writes_deltas_on_but_no_vectors(client):
+    large = knowledge_base("Large", 3)
+    get_store().l1.discard(large.pk)
+    get_matrix_cache().lru.discard(large.pk)
+
+    WARM.begin()
+    try:
+        with override_settings(RAG_WARM_KNOWLEDGE_BASES=1, RAG_GC_FREEZE_ABOVE_MS=50.0):
+            warmup.warm("worker")
+    finally:
+        gc.unfreeze()
+
+    loaded = client.get("/healthz").json()["warm"]["loaded"]
+    assert loaded["knowledge_bases"] == [large.pk] and loaded["bm25_compiled"] is True
+    assert "vector_compiled" not in loaded and "routes" not in loaded
+    held = get_store().l1.peek(identity_of(large))
+    assert held is not None and held.signature  # the stored version: a delta's base
+    assert large.pk not in get_matrix_cache().lru
+
+
 def test_warming_a_web_process_imports_what_its_first_request_would():
     # In a fresh interpreter (this one has long imported everything): the URL configuration
     # and the views it routes to, the MCP SDK among them, are loaded before any request.
