@@ -312,3 +312,49 @@ def largest(codes, bounds, offsets, table, idf, heap, n):  # pragma: no cover - 
                     at = parent
                 heap[at] = value
     return n
+
+
+@njit(**_OPTIONS)
+def holders_by_term(offsets, post_docs, docs, out):  # pragma: no cover - compiled
+    """``out[t]`` = how many of ``docs`` (local document positions, ascending) term ``t``'s
+    postings hold. Per term, one binary search for the first posting at or after ``docs[0]``
+    (most terms have none up to ``docs[-1]`` and stop there), then each document is found by
+    galloping forward from the one before (a document's chunks are neighbours, so the steps
+    are short): ~V x log2(postings / V) steps, where one pass reads every posting
+    (``Segment.document_frequencies``)."""
+    first, last = docs[0], docs[docs.size - 1]
+    for t in range(offsets.size - 1):
+        a, high = offsets[t], offsets[t + 1]
+        b = high
+        while a < b:  # the first posting >= docs[0]
+            middle = (a + b) >> 1
+            if post_docs[middle] < first:
+                a = middle + 1
+            else:
+                b = middle
+        found = 0
+        if a < high and post_docs[a] <= last:
+            for i in range(docs.size):
+                doc = docs[i]
+                if post_docs[a] < doc:  # gallop to a bound, then search between
+                    step, b = 1, a + 1
+                    while b < high and post_docs[b] < doc:
+                        a = b
+                        step *= 2
+                        b = a + step
+                    a += 1
+                    b = min(b, high)
+                    while a < b:
+                        middle = (a + b) >> 1
+                        if post_docs[middle] < doc:
+                            a = middle + 1
+                        else:
+                            b = middle
+                    if a >= high:
+                        break
+                if post_docs[a] == doc:
+                    found += 1
+                    a += 1
+                    if a >= high:
+                        break
+        out[t] = found

@@ -52,6 +52,9 @@ def _warm(compiled: ModuleType) -> None:
             )
         compiled.reaching(positions.copy(), table.copy(), 2, 0.3)
         compiled.zero_at(buffer, positions)
+    # A view composed on the one before: the terms of documents deleted since (int32 postings).
+    docs = np.array([1, 3], dtype=np.int64)
+    compiled.holders_by_term(bounds, docs.astype(np.int32), docs, np.empty(1, dtype=np.int64))
 
 
 LOOPS = Loops("retrieval.bm25._compiled", _warm, "bm25-compiled")

@@ -171,11 +171,13 @@ class SegmentedIndex:
         reused = _reusable(previous, self.segments, self._segment_deleted)
         lives, dfs = [], []
         for i, segment in enumerate(self.segments):
-            counts = reused[i][1] if i in reused else None
+            kept = reused.get(i)
+            counts = kept.counts if kept is not None and kept.same else None
             if counts is None:
                 live = self._live_of(segment, i)
                 dead = dead_frequencies[i] if dead_frequencies is not None else None
-                counts = (live, _live_frequencies(segment, live, dead))
+                before = kept.counts if kept is not None else None
+                counts = (live, _live_counts(segment, live, dead, before))
             lives.append(counts[0])
             dfs.append(counts[1])
         self._dead: np.ndarray | None = None
@@ -210,7 +212,7 @@ class SegmentedIndex:
         self._local_to_global: list[np.ndarray] = []
         self._df_parts: list[np.ndarray] = []
         for i, (segment, df) in enumerate(zip(self.segments, dfs, strict=True)):
-            local_to_global, _ = reused.get(i, (None, None))
+            local_to_global = reused[i].local_to_global if i in reused else None
             if local_to_global is None:
                 local_to_global = np.fromiter(
                     (self._vocab.setdefault(t, len(self._vocab)) for t in segment.terms),
@@ -1027,13 +1029,14 @@ def _reusable(
     previous: SegmentedIndex | None,
     segments: tuple[Segment, ...],
     segment_deleted: list[np.ndarray],
-) -> dict[int, tuple[np.ndarray, tuple[np.ndarray | None, np.ndarray] | None]]:
+) -> dict[int, _Reused]:
     """Per position of ``segments``, what ``previous`` composed for the same segment object:
-    its local-to-global term ids, and its (live mask, document frequencies) when the segment's
-    deletions are the same (else None: counted again). The new view keeps ``previous``'s
-    vocabulary and ids (segments it had and this one has not leave terms without a live
-    document behind). Empty when no segment is shared, or when a quarter of ``previous``'s
-    vocabulary is such terms already: the view is then composed afresh."""
+    its local-to-global term ids, and its (live mask, document frequencies), ``same`` when the
+    segment's deletions are the same (else they are a base to count from, ``_live_counts``).
+    The new view keeps ``previous``'s vocabulary and ids (segments it had and this one has not
+    leave terms without a live document behind). Empty when no segment is shared, or when a
+    quarter of ``previous``'s vocabulary is such terms already: the view is then composed
+    afresh."""
     if previous is None or not previous.segments:
         return {}
     if previous._stale_terms > _MAX_STALE_FRACTION * len(previous._vocab):
@@ -1044,11 +1047,62 @@ def _reusable(
         before = at.get(id(segment))
         if before is None:
             continue
-        counts = None
-        if np.array_equal(segment_deleted[position], previous._segment_deleted[before]):
-            counts = (previous._lives[before], previous._df_parts[before])
-        reused[position] = (previous._local_to_global[before], counts)
+        same = np.array_equal(segment_deleted[position], previous._segment_deleted[before])
+        counts = (previous._lives[before], previous._df_parts[before])
+        reused[position] = _Reused(previous._local_to_global[before], counts, same)
     return reused
+
+
+class _Reused(NamedTuple):
+    """What a view composed on ``previous`` takes from it for one segment (``_reusable``)."""
+
+    local_to_global: np.ndarray
+    counts: tuple[np.ndarray | None, np.ndarray]  # previous's live mask and frequencies
+    same: bool  # the segment's deletions are previous's: ``counts`` are this view's too
+
+
+def _live_counts(
+    segment: Segment,
+    live: np.ndarray | None,
+    dead: _Dead | None,
+    before: tuple[np.ndarray | None, np.ndarray] | None,
+) -> np.ndarray:
+    """``_live_frequencies``, or, without a record of the dead (``dead``), from ``before`` (a
+    previous view's live mask and frequencies of the same segment) when that view's deletions
+    are all still deleted and the documents deleted since are few: its frequencies minus the
+    terms those documents hold, found by binary searches in each term's postings with the
+    compiled loops (``holders_by_term``). That is the writer of a change (the Celery worker):
+    one pass over a full-size segment's 12.5M postings took ~22 ms on an idle 2-core machine
+    and ~50 ms beside the searches of ``bench churn``, for each change; the searches read
+    ~1 ms. Integer counts: the same whichever way."""
+    if dead is None and before is not None and live is not None:
+        counted = _minus_deleted_since(segment, live, *before)
+        if counted is not None:
+            return counted
+    return _live_frequencies(segment, live, dead)
+
+
+def _minus_deleted_since(
+    segment: Segment, live: np.ndarray, live_before: np.ndarray | None, df_before: np.ndarray
+) -> np.ndarray | None:
+    if live_before is not None and np.any(live & ~live_before):
+        return None  # a document deleted before is live again: not this view's predecessor
+    since = np.flatnonzero(~live if live_before is None else live_before & ~live)
+    if not since.size:
+        return df_before
+    compiled = kernels.get()
+    if compiled is None or segment.post_docs.dtype != np.int32:
+        return None
+    terms, postings = len(segment.terms), segment.post_docs.size
+    # The searches cost ~terms x (log2(postings per term) + documents) steps at worst
+    # (``holders_by_term``); the pass, one per posting.
+    steps = terms * (float(np.log2(max(2.0, postings / max(terms, 1)))) + since.size)
+    if steps > postings:
+        return None
+    holding = np.empty(terms, dtype=np.int64)
+    offsets = np.asarray(segment.offsets, dtype=np.int64)
+    compiled.holders_by_term(offsets, segment.post_docs, since.astype(np.int64), holding)
+    return df_before - holding
 
 
 class _Split(NamedTuple):

@@ -179,6 +179,71 @@ def test_recorded_dead_frequencies_spare_the_count_and_a_wrong_record_is_not_tru
         SegmentedIndex(segments, deleted=deleted, dead_frequencies=record[:2])
 
 
+def test_the_writer_counts_a_few_new_deletions_from_the_view_before_without_a_pass(
+    monkeypatch, query_path
+):
+    # The Celery worker composes each change's view on the one before, with no record of the
+    # dead (it writes that record): a few documents deleted since are looked up in each term's
+    # postings by the compiled loops instead of a pass over all of them.
+    corpus = zipf_corpus(4_000, vocab=400, mean_len=20, seed=6)
+    segments = [
+        Segment.build(range(i, i + 2_000), corpus[i : i + 2_000]) for i in range(0, 4_000, 2_000)
+    ]
+    first = list(range(3, 4_000, 13))
+    before = SegmentedIndex(segments, deleted=first)
+    passes = []
+    real = Segment.document_frequencies
+    monkeypatch.setattr(
+        Segment,
+        "document_frequencies",
+        lambda self, live=None: passes.append(len(self)) or real(self, live),
+    )
+    queries = sample_queries(corpus, 20, seed=6)
+
+    def check(deleted, previous, expected_passes):
+        passes.clear()
+        followed = SegmentedIndex(segments, deleted=deleted, previous=previous)
+        assert passes == expected_passes
+        passes.clear()
+        fresh = SegmentedIndex(segments, deleted=deleted)
+        for ours, theirs in zip(followed._df_parts, fresh._df_parts, strict=True):
+            np.testing.assert_array_equal(ours, theirs)
+        for query in queries:
+            np.testing.assert_array_equal(followed.get_scores(query), fresh.get_scores(query))
+        return followed
+
+    compiled = query_path == "compiled"
+    # Two documents of the first segment deleted since: counted from the view before.
+    after = check([*first, 10, 1_990], before, [] if compiled else [2_000])
+    # Again on that view, with a document of the second segment whose df had no deletions.
+    check([*first, 10, 1_990, 3_001], after, [] if compiled else [2_000])
+    # Hundreds deleted since: one pass is cheaper than the searches, and is taken.
+    many = [*first, *range(1, 2_000, 5)]
+    check(many, before, [2_000])
+    # A document deleted before is live again (not a view this one follows): counted afresh.
+    check([*first[1:], 10], before, [2_000])
+
+
+def test_holders_by_term_counts_what_a_pass_over_the_postings_counts():
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n = int(rng.integers(1, 60))
+        terms = int(rng.integers(1, 12))
+        per_term = [np.flatnonzero(rng.random(n) < rng.random()) for _ in range(terms)]
+        offsets = np.concatenate([[0], np.cumsum([p.size for p in per_term])]).astype(np.int64)
+        post_docs = np.concatenate(per_term).astype(np.int32)
+        # Neighbouring documents (a document's chunks) or scattered ones.
+        if trial % 2:
+            start = int(rng.integers(0, n))
+            docs = np.arange(start, min(n, start + int(rng.integers(1, 8))), dtype=np.int64)
+        else:
+            docs = np.unique(rng.integers(0, n, int(rng.integers(1, 10)))).astype(np.int64)
+        out = np.full(terms, -1, dtype=np.int64)
+        _compiled.holders_by_term(offsets, post_docs, docs, out)
+        expected = [np.isin(p, docs).sum() for p in per_term]
+        assert out.tolist() == expected, (per_term, docs)
+
+
 def test_a_view_composed_on_the_one_before_a_merge_scores_like_a_fresh_one_to_the_bit():
     # Found by the stateful test: the reused vocabulary keeps the order it grew in ("the"
     # first), a fresh one starts from the merged segment, which only a deleted document gave
