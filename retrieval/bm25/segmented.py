@@ -136,7 +136,10 @@ class SegmentedIndex:
         deletions reports (the manifest carries them, see ``retrieval.bm25store.manifest``).
         A segment whose deletions changed then has its document frequencies from its own
         postings counts minus those, instead of one pass over all its postings (~40 ms per
-        change for a full-size segment on a 2-core machine, paid by every process).
+        change for a full-size segment on a 2-core machine, paid by every process). Without
+        that record (the writer of a version, which records it), a view composed on
+        ``previous`` takes that view's counts minus the documents deleted since, found in
+        each term's postings (``_live_counts``).
 
         Terms' layouts (positions and pair codes, see ``_layout``) are kept in an LRU of
         ``layout_cache_bytes`` that a view composed on ``previous`` shares with it; the compiled
