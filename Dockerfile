@@ -11,4 +11,4 @@ COPY . .
 RUN useradd --create-home rag && mkdir -p /data && chown rag /data
 USER rag
 EXPOSE 8000
-CMD ["gunicorn", "rag_project.wsgi:application", "--bind", "0.0.0.0:8000"]
+CMD ["gunicorn", "-c", "python:rag_project.gunicorn_config", "rag_project.wsgi:application", "--bind", "0.0.0.0:8000"]

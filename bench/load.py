@@ -147,6 +147,7 @@ def gunicorn_process(workers: int, extra_env: dict[str, str] | None = None):
     env["REDIS_URL"] = settings.REDIS_URL
     env.setdefault("VECTOR_HOST_DIR", str(settings.VECTOR_HOST_DIR))
     command = [sys.executable, "-m", "gunicorn", "rag_project.wsgi:application"]
+    command += ["--config", "python:rag_project.gunicorn_config"]  # as deployed
     command += ["--bind", f"{HOST}:{port}", "--workers", str(workers), "--timeout", "120"]
     command += ["--log-level", "warning"]
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL)  # logs: stderr
