@@ -41,14 +41,21 @@ def _allowed(doc_id, allowed):  # pragma: no cover - compiled
     """Whether `doc_id` is in `allowed` (sorted), by binary search. (Eligibility as one
     helper returning ``dead.size and dead[p]`` or this made every document read cost ~30 ns
     more; the callers check ``dead`` inline.)"""
-    low, high = 0, allowed.size
+    low = _lower_bound(allowed, 0, allowed.size, doc_id)
+    return low < allowed.size and allowed[low] == doc_id
+
+
+@njit(inline="always", **_OPTIONS)
+def _lower_bound(values, low, high, x):  # pragma: no cover - compiled
+    """The first position in ``low:high`` of ``values`` (ascending) holding ``x`` or more,
+    ``high`` if none (inlined where it is called)."""
     while low < high:
         middle = (low + high) >> 1
-        if allowed[middle] < doc_id:
+        if values[middle] < x:
             low = middle + 1
         else:
             high = middle
-    return low < allowed.size and allowed[low] == doc_id
+    return low
 
 
 @njit(inline="always", **_OPTIONS)
@@ -324,14 +331,8 @@ def holders_by_term(offsets, post_docs, docs, out):  # pragma: no cover - compil
     (``Segment.document_frequencies``)."""
     first, last = docs[0], docs[docs.size - 1]
     for t in range(offsets.size - 1):
-        a, high = offsets[t], offsets[t + 1]
-        b = high
-        while a < b:  # the first posting >= docs[0]
-            middle = (a + b) >> 1
-            if post_docs[middle] < first:
-                a = middle + 1
-            else:
-                b = middle
+        high = offsets[t + 1]
+        a = _lower_bound(post_docs, offsets[t], high, first)
         found = 0
         if a < high and post_docs[a] <= last:
             for i in range(docs.size):
@@ -342,14 +343,7 @@ def holders_by_term(offsets, post_docs, docs, out):  # pragma: no cover - compil
                         a = b
                         step *= 2
                         b = a + step
-                    a += 1
-                    b = min(b, high)
-                    while a < b:
-                        middle = (a + b) >> 1
-                        if post_docs[middle] < doc:
-                            a = middle + 1
-                        else:
-                            b = middle
+                    a = _lower_bound(post_docs, a + 1, min(b, high), doc)
                     if a >= high:
                         break
                 if post_docs[a] == doc:
