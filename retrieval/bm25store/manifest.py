@@ -14,7 +14,8 @@ them from the view it composed (``SegmentedIndex.dead_frequencies``); a manifest
 (an older writer's) is still read, and its readers count.
 
 Stored as numpy arrays (``np.savez``, read with ``allow_pickle=False``: never a pickle), signed
-like a segment (``payload``) with the version in the label.
+like a segment (``payload``) with the version in the label. Integer arrays are written in the
+narrowest unsigned type that holds them (``_narrow``) and read into the types above.
 """
 
 from __future__ import annotations
@@ -111,9 +112,9 @@ class Manifest:
             buffer,
             format=np.array([MANIFEST_FORMAT, self.version, self.merges, self.chunk_count]),
             keys=np.array(self.keys, dtype="U32"),
-            deleted=np.asarray(self.deleted, dtype=np.int64),
-            deleted_in=np.asarray(self.deleted_in, dtype=np.int32),
-            doc_ids=np.asarray(self.doc_ids, dtype=np.int64),
+            deleted=_narrow(self.deleted),
+            deleted_in=_narrow(self.deleted_in),
+            doc_ids=_narrow(self.doc_ids),
             doc_stamps=np.asarray(self.doc_stamps, dtype=np.int64),
             basis=np.array([self.basis]),
             build_seconds=np.array([self.build_seconds]),
@@ -121,9 +122,9 @@ class Manifest:
                 {}
                 if self.dead is None
                 else {
-                    "dead_sizes": np.asarray(self.dead[0], dtype=np.int64),
-                    "dead_terms": np.asarray(self.dead[1], dtype=np.int32),
-                    "dead_counts": np.asarray(self.dead[2], dtype=np.int32),
+                    "dead_sizes": _narrow(self.dead[0]),
+                    "dead_terms": _narrow(self.dead[1]),
+                    "dead_counts": _narrow(self.dead[2]),
                 }
             ),
         )
@@ -170,6 +171,25 @@ class Manifest:
 
     def seal(self, identity: Identity) -> SignedPayload:
         return seal(identity, manifest_label(self.version), self.to_bytes())
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Integers in the narrowest unsigned type that holds them all (as given when one is
+    negative): the reader converts every array to its own type (``from_bytes``), so this is
+    the same manifest to any reader, in fewer bytes to compress, store and read. The writer
+    seals a manifest twice a change; at 300k chunks with 13.7k chunks deleted its arrays were
+    1.1 MB, most of them dead frequencies (local term ids under 65,536, counts under 256 or
+    65,536, as int32) and ids under 2**32 (as int64)."""
+    values = np.asarray(values)
+    if not values.size:
+        return values.astype(np.uint8)
+    low, high = int(values.min()), int(values.max())
+    if low < 0:
+        return values
+    for kind in (np.uint8, np.uint16, np.uint32):
+        if high <= np.iinfo(kind).max:
+            return values.astype(kind)
+    return values
 
 
 def open_manifest(identity: Identity, version: int, payload: SignedPayload) -> Manifest:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import io
 import itertools
 import math
 from dataclasses import replace
@@ -285,6 +286,42 @@ def test_a_manifest_keeps_its_dead_frequencies_and_one_without_them_still_reads(
         wrong = replace(manifest, dead=(np.array(sizes), np.arange(2), np.ones(2)))
         with pytest.raises(ValueError, match=match):
             Manifest.from_bytes(wrong.to_bytes())
+
+
+def test_a_manifest_is_written_in_narrow_integers_and_read_back_exactly():
+    big = 2**40  # a chunk id past 32 bits stays 64 bits wide
+    manifest = Manifest(
+        version=9,
+        keys=tuple(f"k{i}" for i in range(300)),
+        deleted=np.array([7, 70_000, big]),
+        deleted_in=np.array([0, 1, 299], np.int32),
+        doc_ids=np.array([1, 2, 65_536]),
+        doc_stamps=np.array([(1_700_000_000_000_000 << 8) | 3, 5]),
+        basis="a1:y",
+    ).with_dead(
+        [(np.array([1, 60_000], np.int32), np.array([1, 300], np.int32))]
+        + [(np.empty(0, np.int32),) * 2] * 299
+    )
+    raw = manifest.to_bytes()
+    with np.load(io.BytesIO(raw)) as arrays:
+        widths = {name: arrays[name].dtype for name in ("deleted", "deleted_in", "doc_ids")}
+        widths |= {name: arrays[name].dtype for name in ("dead_terms", "dead_counts")}
+    assert widths == {
+        "deleted": np.int64,  # holds 2**40
+        "deleted_in": np.uint16,
+        "doc_ids": np.uint32,
+        "dead_terms": np.uint16,
+        "dead_counts": np.uint16,
+    }
+    read = Manifest.from_bytes(raw)
+    for name in ("deleted", "deleted_in", "doc_ids", "doc_stamps"):
+        ours, theirs = getattr(read, name), getattr(manifest, name)
+        assert ours.dtype == np.dtype(np.int32 if name == "deleted_in" else np.int64)
+        assert ours.tolist() == theirs.tolist()
+    assert [(t.tolist(), c.tolist()) for t, c in read.dead_frequencies()][:2] == [
+        ([1, 60_000], [1, 300]),
+        ([], []),
+    ]
 
 
 def test_allowed_ids_restrict_candidates_without_changing_scores():
