@@ -44,19 +44,25 @@ def knowledge_base(name: str, documents: int):
     return kb
 
 
+def warm_one_knowledge_base(kind: str) -> int:
+    """Warm a process of ``kind`` allowed one knowledge base; the objects it froze."""
+    WARM.begin()
+    try:
+        with override_settings(RAG_WARM_KNOWLEDGE_BASES=1, RAG_GC_FREEZE_ABOVE_MS=50.0):
+            warmup.warm(kind)
+        return gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
+
+
 def test_warm_loads_the_analyser_and_the_largest_knowledge_bases(client):
     large, small = knowledge_base("Large", 3), knowledge_base("Small", 1)
     get_store().l1.discard(large.pk)
     get_store().l1.discard(small.pk)
     get_matrix_cache().lru.discard(large.pk)
 
-    WARM.begin()
-    try:
-        with override_settings(RAG_WARM_KNOWLEDGE_BASES=1, RAG_GC_FREEZE_ABOVE_MS=50.0):
-            warmup.warm("web")
-        assert gc.get_freeze_count() > 0  # what it loaded is out of full collections
-    finally:
-        gc.unfreeze()
+    frozen = warm_one_knowledge_base("web")
+    assert frozen > 0  # what it loaded is out of full collections
 
     state = client.get("/healthz").json()["warm"]
     assert state["state"] == "warm" and state["seconds"] >= 0
@@ -75,12 +81,7 @@ def test_a_worker_warms_the_bm25_views_it_writes_deltas_on_but_no_vectors(client
     get_store().l1.discard(large.pk)
     get_matrix_cache().lru.discard(large.pk)
 
-    WARM.begin()
-    try:
-        with override_settings(RAG_WARM_KNOWLEDGE_BASES=1, RAG_GC_FREEZE_ABOVE_MS=50.0):
-            warmup.warm("worker")
-    finally:
-        gc.unfreeze()
+    warm_one_knowledge_base("worker")
 
     loaded = client.get("/healthz").json()["warm"]["loaded"]
     assert loaded["knowledge_bases"] == [large.pk] and loaded["bm25_compiled"] is True
