@@ -44,8 +44,9 @@ merges in the run, the largest RSS of a web process (``process_rss_bytes``; each
 the host files every web process maps, plus with ``--serve threads`` what this process holds
 privately), and where the CPU went in each phase (``bench.cpu``): ``cpu_cores`` of the web
 processes, the worker, PostgreSQL, Redis and the clients (this process, with ``--serve
-gunicorn``) and the writer, and ``web_cpu_ms_per_search``. The tenant and its rows are removed
-at the end (``bench.throwaway``).
+gunicorn``) and the writer, and ``web_cpu_ms_per_search``; ``machine_gauge_ms``, the machine's
+speed just before and just after the run (``bench.cpu.machine_gauge_ms``: compare runs whose
+gauges agree). The tenant and its rows are removed at the end (``bench.throwaway``).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from bench import corpus
-from bench.cpu import CpuClock, postgres_server_pid, wait_until_idle
+from bench.cpu import CpuClock, machine_gauge_ms, postgres_server_pid, wait_until_idle
 from bench.hostmem import gunicorn_workers
 from bench.ingest import REPO, _workers, child_environment
 from bench.load import gunicorn_process
@@ -176,7 +177,9 @@ def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
                 # (loading the model and indexes took ~0.6 cores for seconds).
                 worker_warm_s = wait_until_idle(cpu.parts["worker"])
                 run = _Run(searcher, kb, queries, options, web_pids, cpu, writer)
+                gauge_before = machine_gauge_ms()
                 result = run.go() | {"worker_warm_s": worker_warm_s}
+                result["machine_gauge_ms"] = {"before": gauge_before, "after": machine_gauge_ms()}
         result |= {
             "chunks": n,
             "docs_per_s": rate,
@@ -595,6 +598,8 @@ def churn_table(r: dict[str, Any]) -> str:
             f"p99 {r['between_changes_search_p99_ms']} ms",
             f"new documents {r['uploaded']}: visible after ready p50 {r['visible_p50_s']} s, "
             f"max {r['visible_max_s']} s ({r['not_visible']} never seen)",
+            f"machine gauge (ms of CPU for a fixed piece of Python; less is faster): before "
+            f"{r['machine_gauge_ms']['before']}, after {r['machine_gauge_ms']['after']}",
             f"BM25 merges {r['merges']}; RSS {r['process_rss_bytes'] / 2**20:.0f} MiB; vectors "
             f"{r['host_vector_bytes'] / 2**20:.0f} MiB",
             *(

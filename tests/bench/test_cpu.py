@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from bench.cpu import CpuClock, process_seconds, wait_until_idle
+from bench.cpu import CpuClock, _gauge_work, machine_gauge_ms, process_seconds, wait_until_idle
 
 
 def spin(seconds: float) -> None:
@@ -41,3 +41,12 @@ def test_waiting_for_an_idle_part_ends_when_it_stops_working():
     wait_until_idle(lambda: next(readings), below_cores=5.0, window_s=0.01)
     assert next(readings, "all read") == "all read"  # it stopped at the first idle window
     assert wait_until_idle(lambda: None) == 0  # nothing to read: no wait
+
+
+def test_the_machine_gauge_is_the_cpu_time_of_a_fixed_piece_of_work():
+    assert _gauge_work() == _gauge_work()  # the same work every time
+    started = time.perf_counter()
+    gauge = machine_gauge_ms(repeats=2)
+    wall_ms = (time.perf_counter() - started) * 1000
+    # The least of two repeats, each the thread's CPU time, which never outruns the clock.
+    assert 0 < gauge <= wall_ms / 2 + 0.01

@@ -234,6 +234,9 @@ def test_bench_churn_searches_while_documents_come_and_go(serve, vectors):
     assert result["worker_warm_s"] >= 0
     assert result["cpu_cores"]["quiet"]["worker"] < result["cpu_cores"]["churn"]["worker"]
     assert result["cpu_cores"]["quiet"]["writer"] < result["cpu_cores"]["churn"]["writer"]
+    # The machine's speed on either side of the run, to compare runs on like machines.
+    assert set(result["machine_gauge_ms"]) == {"before", "after"}
+    assert all(ms > 0 for ms in result["machine_gauge_ms"].values())
     assert counts() == before  # the throwaway tenant is gone with its chunks
 
 
