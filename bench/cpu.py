@@ -5,7 +5,8 @@ CPU a request costs across every process it touches: the web workers, PostgreSQL
 Celery worker doing the background work, and the benchmark's own clients. ``CpuClock`` reads
 each part's cumulative CPU time, so two readings give the cores each part used in between and,
 with the requests counted, the CPU a request cost (``bench churn``'s ``cpu_cores`` and
-``web_cpu_ms_per_search``).
+``web_cpu_ms_per_search``). ``machine_gauge_ms`` says how fast the machine itself runs Python
+at the time, which on a shared host moves the same code's figures as much as a code change.
 
 Sources: ``/proc/<pid>/stat`` (user + system time) for local processes; a process's children
 are counted too where they come and go (PostgreSQL's backends: the live ones, plus what the
@@ -31,10 +32,10 @@ def machine_gauge_ms(repeats: int = GAUGE_REPEATS) -> float:
     """How fast this machine runs Python right now: the CPU time (ms, the least of ``repeats``)
     of a fixed piece of pure-Python work shaped like a request's (dicts, small objects, method
     calls, JSON, string splitting). The same code's figures follow it: on this project's shared
-    2-core machine the piece took 54-98 ms within one hour, and the same search cost the web
-    workers 6.0 ms of CPU in one ``bench churn`` run and 7.6 ms in the next. Benchmarks report it
-    beside their figures, so runs are compared on like machines. CPU time, not wall time:
-    waiting for a core does not count, a slower core does."""
+    2-core machine the piece took 54-101 ms within one hour, and the same search cost the web
+    workers 6.0 ms of CPU in one ``bench churn`` run and 7.6 ms in the next. ``bench churn``
+    reports it before and after its run, so runs are compared on like machines. CPU time, not
+    wall time: waiting for a core does not count, a slower core does."""
     best = float("inf")
     for _ in range(repeats):
         start = time.thread_time()
