@@ -7,7 +7,9 @@ import collections
 import copy
 import io
 import itertools
+import json
 import math
+import struct
 from dataclasses import replace
 
 import numpy as np
@@ -288,40 +290,104 @@ def test_a_manifest_keeps_its_dead_frequencies_and_one_without_them_still_reads(
             Manifest.from_bytes(wrong.to_bytes())
 
 
-def test_a_manifest_is_written_in_narrow_integers_and_read_back_exactly():
+def _stored_types(raw: bytes) -> dict[str, str]:
+    """The stored type of each array of a format 2 manifest, from its JSON header."""
+    (length,) = struct.unpack_from("<I", raw, 8)
+    return {name: kind for name, kind, _ in json.loads(raw[12 : 12 + length])["arrays"]}
+
+
+def _format_1(manifest: Manifest) -> bytes:
+    """A manifest as earlier releases wrote it (format 1: ``np.savez``)."""
+    buffer = io.BytesIO()
+    sizes, terms, counts = manifest.dead
+    np.savez(
+        buffer,
+        format=np.array([1, manifest.version, manifest.merges, manifest.chunk_count]),
+        keys=np.array(manifest.keys, dtype="U32"),
+        deleted=manifest.deleted,
+        deleted_in=manifest.deleted_in.astype(np.uint16),
+        doc_ids=manifest.doc_ids.astype(np.uint32),
+        doc_stamps=manifest.doc_stamps,
+        basis=np.array([manifest.basis]),
+        build_seconds=np.array([manifest.build_seconds]),
+        dead_sizes=sizes,
+        dead_terms=terms.astype(np.uint16),
+        dead_counts=counts.astype(np.uint16),
+    )
+    return buffer.getvalue()
+
+
+def _assert_same_manifest(read: Manifest, manifest: Manifest) -> None:
+    for name in ("version", "merges", "chunk_count", "keys", "basis", "build_seconds"):
+        assert getattr(read, name) == getattr(manifest, name), name
+    for name in ("deleted", "deleted_in", "doc_ids", "doc_stamps"):
+        ours, theirs = getattr(read, name), getattr(manifest, name)
+        assert ours.dtype == np.dtype(np.int32 if name == "deleted_in" else np.int64), name
+        assert ours.tolist() == theirs.tolist(), name
+    assert [(t.tolist(), c.tolist()) for t, c in read.dead_frequencies()] == [
+        (t.tolist(), c.tolist()) for t, c in manifest.dead_frequencies()
+    ]
+
+
+def _wide_manifest() -> Manifest:
     big = 2**40  # a chunk id past 32 bits stays 64 bits wide
-    manifest = Manifest(
+    return Manifest(
         version=9,
         keys=tuple(f"k{i}" for i in range(300)),
         deleted=np.array([7, 70_000, big]),
         deleted_in=np.array([0, 1, 299], np.int32),
-        doc_ids=np.array([1, 2, 65_536]),
-        doc_stamps=np.array([(1_700_000_000_000_000 << 8) | 3, 5]),
+        doc_ids=np.array([1, 2, 65_536, 65_537]),
+        doc_stamps=np.array([(1_700_000_000_000_000 << 8) | 3, 5, 5, 6]),
         basis="a1:y",
+        merges=4,
+        chunk_count=12,
+        build_seconds=1.5,
     ).with_dead(
         [(np.array([1, 60_000], np.int32), np.array([1, 300], np.int32))]
-        + [(np.empty(0, np.int32),) * 2] * 299
+        + [(np.empty(0, np.int32),) * 2] * 298
+        + [(np.array([5, 6, 9], np.int32), np.array([2, 2, 1], np.int32))]
     )
+
+
+def test_a_manifest_is_written_in_narrow_integers_and_read_back_exactly():
+    manifest = _wide_manifest()
     raw = manifest.to_bytes()
-    with np.load(io.BytesIO(raw)) as arrays:
-        widths = {name: arrays[name].dtype for name in ("deleted", "deleted_in", "doc_ids")}
-        widths |= {name: arrays[name].dtype for name in ("dead_terms", "dead_counts")}
-    assert widths == {
-        "deleted": np.int64,  # holds 2**40
-        "deleted_in": np.uint16,
-        "doc_ids": np.uint32,
-        "dead_terms": np.uint16,
-        "dead_counts": np.uint16,
+    assert _stored_types(raw) == {
+        "deleted": "<i8",  # holds 2**40
+        "deleted_in": "<u2",
+        "doc_ids": "<u2",  # as differences: 1, 1, 65,534, 1
+        "doc_stamps": "<i8",  # less the least stamp, still past 32 bits
+        "dead_sizes": "|u1",
+        "dead_terms": "<u2",  # as differences within each segment: 1, 59,999; 5, 1, 3
+        "dead_counts": "<u2",
     }
-    read = Manifest.from_bytes(raw)
-    for name in ("deleted", "deleted_in", "doc_ids", "doc_stamps"):
-        ours, theirs = getattr(read, name), getattr(manifest, name)
-        assert ours.dtype == np.dtype(np.int32 if name == "deleted_in" else np.int64)
-        assert ours.tolist() == theirs.tolist()
-    assert [(t.tolist(), c.tolist()) for t, c in read.dead_frequencies()][:2] == [
-        ([1, 60_000], [1, 300]),
-        ([], []),
-    ]
+    _assert_same_manifest(Manifest.from_bytes(raw), manifest)
+    empty = replace(manifest, keys=(), deleted=np.empty(0), deleted_in=np.empty(0, np.int32))
+    empty = replace(empty, doc_ids=np.empty(0), doc_stamps=np.empty(0)).with_dead([])
+    _assert_same_manifest(Manifest.from_bytes(empty.to_bytes()), empty)
+
+
+def test_a_manifest_an_earlier_release_wrote_still_reads():
+    manifest = _wide_manifest()
+    _assert_same_manifest(Manifest.from_bytes(_format_1(manifest)), manifest)
+
+
+def test_a_damaged_manifest_is_refused_with_a_reason():
+    raw = _wide_manifest().to_bytes()
+    (length,) = struct.unpack_from("<I", raw, 8)
+    header = json.loads(raw[12 : 12 + length])
+    header["arrays"][0][0] = "payload"  # an array the format does not have
+    renamed = json.dumps(header, separators=(",", ":")).encode()
+    unknown = raw[:8] + struct.pack("<I", len(renamed)) + renamed + raw[12 + length :]
+    for damaged, reason in (
+        (raw[:-1], "truncated"),
+        (raw + b"\x00", "trailing bytes"),
+        (b"XXXXXXXX" + raw[8:], "no manifest magic"),
+        (unknown, "unexpected array 'payload'"),
+        (b"", "not a BM25 manifest"),
+    ):
+        with pytest.raises(ValueError, match=reason):
+            Manifest.from_bytes(damaged)
 
 
 def test_allowed_ids_restrict_candidates_without_changing_scores():
