@@ -266,6 +266,25 @@ def test_a_view_composed_on_the_one_before_a_merge_scores_like_a_fresh_one_to_th
         np.testing.assert_array_equal(followed.get_scores(query), fresh.get_scores(query))
 
 
+def test_a_vocabulary_keeps_its_ids_along_successors_and_folds_what_they_added():
+    first = segmented_module._Vocabulary()
+    assert first.ids_of(["pump", "seal", "pump"]).tolist() == [0, 1, 0]
+    second = first.successor()  # the first's terms become the base, shared
+    assert second._base is first._added and not second._added
+    base = {f"t{i}": i for i in range(16)}
+    grown = segmented_module._Vocabulary(base)
+    for step in range(3):  # up to an eighth of the base added (2 of 16): the base is shared
+        grown = grown.successor()
+        assert grown._base is base and len(grown._added) == step
+        assert grown.ids_of(["t1", f"new{step}"]).tolist() == [1, 16 + step]
+    folded = grown.successor()  # 3 terms added: folded into a new base
+    assert folded._base == dict(grown.items()) and not folded._added and len(folded) == 19
+    assert list(folded) == list(grown) == [*base, "new0", "new1", "new2"]
+    assert folded["new2"] == 18 and folded.get("valve") is None
+    with pytest.raises(KeyError):
+        folded["valve"]
+
+
 def test_a_manifest_keeps_its_dead_frequencies_and_one_without_them_still_reads():
     manifest = Manifest(
         version=3,
@@ -634,6 +653,12 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
     @invariant()
     def scores_are_rank_bm25_over_the_live_documents(self):
         view = SegmentedIndex(self.segments, deleted=sorted(self.deleted))
+        # The view before may be serving searches while its successor is composed: nothing
+        # it answers changes (its vocabulary's ids, its terms, its scores).
+        serving = self.view
+        if serving is not None:
+            said = (len(serving._vocab), set(serving.terms()), serving.doc_ids.tolist())
+            scored = [serving.get_scores(query) for query in QUERIES]
         # A view composed on the one before (as each process does after a change) scores the
         # same, whether it could reuse that one's vocabulary (segments only added) or not.
         # It computes every term from layouts and pair codes, as common terms are, shared
@@ -665,6 +690,10 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
             self.segments, deleted=sorted(self.deleted), dead_frequencies=view.dead_frequencies()
         )
         self.view = followed
+        if serving is not None:
+            assert (len(serving._vocab), set(serving.terms()), serving.doc_ids.tolist()) == said
+            for query, scores in zip(QUERIES, scored, strict=True):
+                np.testing.assert_array_equal(serving.get_scores(query), scores)
         assert kernels.get() is not None  # (the fixture does not parametrize this class)
         for query in QUERIES:  # the compiled loops answer as the numpy path, to the bit
             for k in (1, 5):
