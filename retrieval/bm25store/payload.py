@@ -9,7 +9,8 @@ relabelled with another version fails the check like a flipped byte does. Verifi
 ``SECRET_KEY_FALLBACKS`` too, so rotating the key does not throw every cached index away.
 
 A segment is unpickled only after its signature checked out (``Segment.from_bytes`` unpickles);
-a manifest is numpy arrays read with ``allow_pickle=False`` and is checked all the same.
+a manifest is plain integer arrays behind a JSON header, never a pickle, and is checked all
+the same.
 """
 
 from __future__ import annotations
