@@ -183,24 +183,27 @@ class Manifest:
         for name, stored, count in header["arrays"]:
             if name not in types or stored not in _STORED_TYPES or name in arrays:
                 raise ValueError(f"unexpected array {name!r} of {stored!r}")
-            kind = np.dtype(stored)
-            end = offset + kind.itemsize * int(count)
-            if end > len(raw):
+            kind, count = np.dtype(stored), int(count)
+            end = offset + kind.itemsize * count
+            if count < 0 or end > len(raw):
                 raise ValueError("truncated")
-            arrays[name] = np.frombuffer(raw, kind, int(count), offset).astype(types[name])
+            arrays[name] = np.frombuffer(raw, kind, count, offset).astype(types[name])
             offset = end
         if offset != len(raw):
             raise ValueError("trailing bytes")
+        keys = tuple(str(k) for k in header["keys"])
         dead = None
         if "dead_sizes" in arrays:
-            sizes = arrays["dead_sizes"]
-            dead = (sizes, _sums(arrays["dead_terms"], sizes), arrays["dead_counts"])
+            sizes, terms, counts = _check_dead(
+                keys, (arrays["dead_sizes"], arrays["dead_terms"], arrays["dead_counts"])
+            )
+            dead = (sizes, _sums(terms, sizes), counts)
         doc_ids = _sums(arrays["doc_ids"]) if arrays["doc_ids"].size else arrays["doc_ids"]
         return cls._checked(
             version=int(header["version"]),
             merges=int(header["merges"]),
             chunk_count=int(header["chunk_count"]),
-            keys=tuple(str(k) for k in header["keys"]),
+            keys=keys,
             deleted=arrays["deleted"],
             deleted_in=arrays["deleted_in"],
             doc_ids=doc_ids,
@@ -300,9 +303,8 @@ def _sums(differences: np.ndarray, runs: np.ndarray | None = None) -> np.ndarray
     """The values ``_differences`` was given, in the type of ``differences``."""
     sums = np.cumsum(differences, dtype=np.int64)
     if runs is not None and differences.size:
-        ends = np.cumsum(runs)[runs > 0]  # each run's end, past its last value
-        lengths = runs[runs > 0]
-        before = sums[ends - lengths] - differences[ends - lengths]  # sums before each run
+        starts, lengths = (np.cumsum(runs) - runs)[runs > 0], runs[runs > 0]
+        before = sums[starts] - differences[starts]  # the sum of the runs before each
         sums -= np.repeat(before, lengths)
     return sums.astype(differences.dtype)
 

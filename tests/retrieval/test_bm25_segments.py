@@ -395,11 +395,18 @@ def test_a_damaged_manifest_is_refused_with_a_reason():
     raw = _wide_manifest().to_bytes()
     (length,) = struct.unpack_from("<I", raw, 8)
     header = json.loads(raw[12 : 12 + length])
+
+    def with_header(header: dict) -> bytes:
+        head = json.dumps(header, separators=(",", ":")).encode()
+        return raw[:8] + struct.pack("<I", len(head)) + head + raw[12 + length :]
+
+    negative = json.loads(json.dumps(header))
+    negative["arrays"][0][2] = -1  # a count that would read the rest
     header["arrays"][0][0] = "payload"  # an array the format does not have
-    renamed = json.dumps(header, separators=(",", ":")).encode()
-    unknown = raw[:8] + struct.pack("<I", len(renamed)) + renamed + raw[12 + length :]
+    unknown = with_header(header)
     for damaged, reason in (
         (raw[:-1], "truncated"),
+        (with_header(negative), "truncated"),
         (raw + b"\x00", "trailing bytes"),
         (b"XXXXXXXX" + raw[8:], "no manifest magic"),
         (unknown, "unexpected array 'payload'"),
