@@ -20,9 +20,11 @@ from knowledge.services.knowledge_base_changes import update_knowledge_base
 from knowledge.services.processing import process_document
 from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, identity_of
 from retrieval.bm25store.merging import MERGE_FACTOR
+from retrieval.bm25store.payload import SignedPayload, manifest_label, open_raw, seal
 from retrieval.models import BM25Manifest, BM25Segment
 from tests.conftest import CEILING_S, at_once
 from tests.factories import add_document
+from tests.retrieval.test_bm25_segments import _format_1
 from tests.retrieval.test_bm25_store import chunk_ids, hits, make_kb, version_of
 
 
@@ -166,6 +168,39 @@ def test_a_stored_version_records_its_dead_frequencies_for_the_readers(store, kb
         assert_exact(kb, read)
     finally:
         other.l2.client.close()
+
+
+def test_a_manifest_an_earlier_release_stored_is_read_without_a_rebuild(store, kb):
+    """An upgrade finds format 1 manifests (``np.savez``) in Redis and PostgreSQL: a process
+    reads them as they are, from either tier, and the next change writes format 2."""
+    documents = [add_document(kb, f"{n}.md", doc(n)) for n in range(1, 4)]
+    document_services.delete_document(tenant=kb.tenant, document=documents[0])
+    built = store.get(kb)
+    manifest, identity = built.view.manifest, identity_of(kb)
+    old = seal(identity, manifest_label(manifest.version), _format_1(manifest))
+    store.l2.put(identity, manifest.version, old)
+    assert store.l3.put(kb.tenant_id, kb.pk, manifest, old, replaces=built.view.signature)
+    for tier in (Tier.L2, Tier.L3):
+        if tier is Tier.L3:
+            store.l2.delete(kb.pk)
+        other = BM25Store()
+        try:
+            read = other.get(kb)
+            assert (read.tier, read.version, other.build_count) == (tier, built.version, 0)
+            assert read.view.signature == old.signature
+            assert hits(read, "marker1") == []
+            assert_exact(kb, read)
+        finally:
+            other.l2.client.close()
+    added = add_document(kb, "4.md", doc(4))
+    delta = store.get(kb)
+    assert (delta.built, hits(delta, "marker4")) == ("delta", chunk_ids(kb, added))
+    stored = BM25Manifest.objects.get(knowledge_base=kb)
+    raw = open_raw(
+        identity,
+        SignedPayload(manifest_label(stored.version), stored.signature, bytes(stored.payload)),
+    )
+    assert raw[:8] == b"BM25MAN\x00"  # format 2
 
 
 def test_a_change_of_user_words_rebuilds_in_full(store, kb):
