@@ -1097,7 +1097,8 @@ class _Vocabulary:
             found = base(term)
             if found is None:
                 found = added.setdefault(term, size)
-                size += found == size
+                if found == size:  # a new term
+                    size += 1
             ids.append(found)
         return np.array(ids, dtype=np.int64)
 

@@ -143,7 +143,9 @@ class Manifest:
             arrays["dead_sizes"] = _narrow(sizes)
             arrays["dead_terms"] = _narrow(_differences(np.asarray(terms, np.int64), sizes))
             arrays["dead_counts"] = _narrow(counts)
-        arrays = {name: a.astype(a.dtype.newbyteorder("<")) for name, a in arrays.items()}
+        arrays = {
+            name: a.astype(a.dtype.newbyteorder("<"), copy=False) for name, a in arrays.items()
+        }
         header = {
             "format": MANIFEST_FORMAT,
             "version": self.version,
@@ -198,7 +200,7 @@ class Manifest:
                 keys, (arrays["dead_sizes"], arrays["dead_terms"], arrays["dead_counts"])
             )
             dead = (sizes, _sums(terms, sizes), counts)
-        doc_ids = _sums(arrays["doc_ids"]) if arrays["doc_ids"].size else arrays["doc_ids"]
+        doc_ids = _sums(arrays["doc_ids"])
         return cls._checked(
             version=int(header["version"]),
             merges=int(header["merges"]),
@@ -219,18 +221,22 @@ class Manifest:
             head = arrays["format"]
             if int(head[0]) != 1:
                 raise ValueError(f"manifest format {int(head[0])}, expected 1 in an npz")
+            keys = tuple(str(k) for k in arrays["keys"])
             dead = None
             if "dead_sizes" in arrays.files:
-                dead = (
-                    arrays["dead_sizes"].astype(np.int64),
-                    arrays["dead_terms"].astype(np.int32),
-                    arrays["dead_counts"].astype(np.int32),
+                dead = _check_dead(
+                    keys,
+                    (
+                        arrays["dead_sizes"].astype(np.int64),
+                        arrays["dead_terms"].astype(np.int32),
+                        arrays["dead_counts"].astype(np.int32),
+                    ),
                 )
             return cls._checked(
                 version=int(head[1]),
                 merges=int(head[2]),
                 chunk_count=int(head[3]),
-                keys=tuple(str(k) for k in arrays["keys"]),
+                keys=keys,
                 deleted=arrays["deleted"].astype(np.int64),
                 deleted_in=arrays["deleted_in"].astype(np.int32),
                 doc_ids=arrays["doc_ids"].astype(np.int64),
@@ -242,16 +248,15 @@ class Manifest:
 
     @classmethod
     def _checked(cls, **fields) -> Manifest:
-        """The manifest of ``fields``; ValueError when its parts do not fit together."""
-        keys, deleted_in, dead = fields["keys"], fields["deleted_in"], fields["dead"]
+        """The manifest of ``fields`` (its dead frequencies checked by the reader, before they
+        are used: ``_check_dead``); ValueError when its parts do not fit together."""
+        keys, deleted_in = fields["keys"], fields["deleted_in"]
         if deleted_in.size != fields["deleted"].size:
             raise ValueError("deletions of unequal lengths")
         if deleted_in.size and (deleted_in.min() < 0 or deleted_in.max() >= len(keys)):
             raise ValueError("a deletion names no segment")
         if fields["doc_ids"].size != fields["doc_stamps"].size:
             raise ValueError("documents of unequal lengths")
-        if dead is not None:
-            _check_dead(keys, dead)
         return cls(**fields)
 
     def seal(self, identity: Identity) -> SignedPayload:
