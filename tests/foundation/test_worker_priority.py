@@ -20,3 +20,106 @@ def test_a_worker_runs_the_configured_steps_below_the_process_that_started_it(wo
     level = worker_factory(WORKER_NICE="0").start()
     assert _nice(lowered.proc.pid) == min(ours + 7, 19)
     assert _nice(level.proc.pid) == ours
+
+
+def _backends() -> dict[int, int]:
+    """pid -> nice of the test database's client backends other than this connection's."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        )
+        return {pid: _nice(pid) for (pid,) in cursor.fetchall()}
+
+
+def _autogroup_nice(pid: int) -> int:
+    with open(f"/proc/{pid}/autogroup") as f:  # "/autogroup-123 nice 5"
+        return int(f.read().split()[-1])
+
+
+def test_the_worker_lowers_its_database_backend_by_the_same_steps(worker_factory):
+    """The backend serving the worker's connection runs the change's transaction and the index
+    builds' reads: it yields to the searches as the worker does (``rag_project.priority``), and
+    no other backend moves."""
+    import io
+
+    from django.db import connection
+
+    from knowledge.models import Document
+    from knowledge.services import documents as document_services
+    from rag_project.priority import _autogroups_on
+    from tests.conftest import wait_until
+    from tests.factories import KnowledgeBaseFactory
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        ours = cursor.fetchone()[0]
+    server_nice = _nice(ours)
+    before = _backends()
+    worker_factory(WORKER_NICE="7").start()
+    kb = KnowledgeBaseFactory()
+    document = document_services.create_document(
+        tenant=kb.tenant,
+        knowledge_base=kb,
+        name="pump.md",
+        stream=io.BytesIO(b"# Pump\n\nThe pump seal is replaced every year.\n"),
+    )
+    wait_until(
+        lambda: Document.objects.get(pk=document.pk).status == Document.Status.READY,
+        "the worker to process the document",
+    )
+    new = {pid: nice for pid, nice in _backends().items() if pid not in before}
+    lowered = [pid for pid, nice in new.items() if nice == min(server_nice + 7, 19)]
+    assert lowered, f"no new backend at nice {server_nice + 7}: {new}"
+    assert _nice(ours) == server_nice
+    assert all(_nice(pid) == nice for pid, nice in before.items() if pid in _backends())
+    if _autogroups_on():  # each backend leads its own session: its group is lowered
+        assert _autogroup_nice(lowered[0]) == 7
+        assert _autogroup_nice(ours) == 0
+
+
+@pytest.mark.django_db
+def test_a_backend_on_this_host_is_lowered_and_one_elsewhere_is_never_touched():
+    from django.db import connections
+
+    from rag_project.priority import lower_backend
+
+    fresh = connections.create_connection("default")
+    try:
+        fresh.ensure_connection()
+        with fresh.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+        before = _nice(pid)
+        assert lower_backend(fresh, 0) is None  # the web processes' priority: nothing to do
+        assert _nice(pid) == before
+        assert lower_backend(fresh, 3) == pid
+        assert _nice(pid) == min(before + 3, 19)
+        # The same pid on another host is some other process of this one: left alone.
+        fresh.settings_dict = {**fresh.settings_dict, "ENGINE": "rag_project.postgresql"}
+        fresh.settings_dict["HOST"] = "db.internal.example"
+        assert lower_backend(fresh, 3) is None
+        assert _nice(pid) == min(before + 3, 19)
+    finally:
+        fresh.close()
+
+
+@pytest.mark.parametrize(
+    ("engine", "host", "local"),
+    [
+        ("rag_project.embedded_postgresql", "", True),
+        ("rag_project.postgresql", "/var/run/postgresql", True),
+        ("rag_project.postgresql", "", True),
+        ("rag_project.postgresql", "localhost", True),
+        ("rag_project.postgresql", "127.0.0.1", True),
+        ("rag_project.postgresql", "::1", True),
+        ("rag_project.postgresql", "10.0.0.7", False),
+        ("rag_project.postgresql", "db.internal.example", False),
+    ],
+)
+def test_which_servers_are_on_this_host(engine, host, local):
+    from rag_project.priority import server_is_local
+
+    assert server_is_local({"ENGINE": engine, "HOST": host}) is local
