@@ -64,7 +64,7 @@ def lower_backend(connection, steps: int) -> int | None:
             logger.debug("process %s is not a postgres backend; priority left alone", pid)
             return None
         os.setpriority(os.PRIO_PROCESS, pid, min(os.getpriority(os.PRIO_PROCESS, pid) + steps, 19))
-        if _autogroups_on():
+        if autogroups_on():
             _lower_own_autogroup(proc, min(steps, 19))
     except OSError as exc:  # gone, or another user's without the privilege to lower it
         logger.debug("could not lower backend %s's priority: %s", pid, exc)
@@ -72,7 +72,8 @@ def lower_backend(connection, steps: int) -> int | None:
     return pid
 
 
-def _autogroups_on() -> bool:
+def autogroups_on() -> bool:
+    """Whether Linux groups processes by session for scheduling (``sched_autogroup_enabled``)."""
     try:
         return _AUTOGROUP_SWITCH.read_text().strip() == "1"
     except OSError:

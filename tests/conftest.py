@@ -45,6 +45,19 @@ def wait_until(condition, what: str, timeout: float = CEILING_S, interval: float
         time.sleep(interval)
 
 
+def other_backends() -> list[int]:
+    """Pids of the test database's client backends other than this connection's (a worker's,
+    another process's)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
 def subprocess_env(**extra: str) -> dict[str, str]:
     """Environment for a child process that must see the same services as this test process."""
     env = dict(os.environ)

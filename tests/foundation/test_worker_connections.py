@@ -13,7 +13,7 @@ from django.db import connection
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services import documents as document_services
 from rag_project.celery import app, waiting_tasks
-from tests.conftest import WorkerProcess, wait_until
+from tests.conftest import WorkerProcess, other_backends, wait_until
 from tests.factories import KnowledgeBaseFactory
 
 pytestmark = pytest.mark.e2e
@@ -25,15 +25,6 @@ def _sessions() -> int:
         cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
         return cursor.fetchone()[0]
-
-
-def _other_backends() -> list[int]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-            " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-        )
-        return [row[0] for row in cursor.fetchall()]
 
 
 def _upload_and_wait(worker: WorkerProcess, kb: KnowledgeBase, number: int) -> None:
@@ -70,7 +61,7 @@ def test_the_worker_keeps_its_connection_across_tasks(celery_worker_process):
 def test_a_connection_the_server_ended_is_replaced(celery_worker_process):
     kb = KnowledgeBaseFactory()
     _upload_and_wait(celery_worker_process, kb, 0)
-    backends = _other_backends()
+    backends = other_backends()
     assert backends, "the worker keeps a connection between tasks"
     with connection.cursor() as cursor:
         for pid in backends:

@@ -1,9 +1,17 @@
 """``WORKER_NICE``: a Celery worker lowers its own CPU priority when it starts, so the web
 processes it shares cores with come first."""
 
+import io
 import os
 
 import pytest
+from django.db import connection, connections
+
+from knowledge.models import Document
+from knowledge.services import documents as document_services
+from rag_project.priority import autogroups_on, lower_backend, server_is_local
+from tests.conftest import other_backends, wait_until
+from tests.factories import KnowledgeBaseFactory
 
 pytestmark = pytest.mark.e2e
 
@@ -24,40 +32,20 @@ def test_a_worker_runs_the_configured_steps_below_the_process_that_started_it(wo
 
 def _backends() -> dict[int, int]:
     """pid -> nice of the test database's client backends other than this connection's."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-            " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-        )
-        return {pid: _nice(pid) for (pid,) in cursor.fetchall()}
+    return {pid: _nice(pid) for pid in other_backends()}
 
 
-def _autogroup(pid: int) -> str:
+def _autogroup(pid: int) -> tuple[str, int]:
+    """(name, nice) of process ``pid``'s scheduling group under Linux's autogroup."""
     with open(f"/proc/{pid}/autogroup") as f:  # "/autogroup-123 nice 5"
-        return f.read().split()[0]
-
-
-def _autogroup_nice(pid: int) -> int:
-    with open(f"/proc/{pid}/autogroup") as f:
-        return int(f.read().split()[-1])
+        name, _, nice = f.read().split()
+    return name, int(nice)
 
 
 def test_the_worker_lowers_its_database_backend_by_the_same_steps(worker_factory):
     """The backend serving the worker's connection runs the change's transaction and the index
     builds' reads: it yields to the searches as the worker does (``rag_project.priority``), and
     no other backend moves."""
-    import io
-
-    from django.db import connection
-
-    from knowledge.models import Document
-    from knowledge.services import documents as document_services
-    from rag_project.priority import _autogroups_on
-    from tests.conftest import wait_until
-    from tests.factories import KnowledgeBaseFactory
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         ours = cursor.fetchone()[0]
@@ -81,19 +69,15 @@ def test_the_worker_lowers_its_database_backend_by_the_same_steps(worker_factory
     assert _nice(ours) == server_nice
     still = _backends()
     assert all(still[pid] == nice for pid, nice in before.items() if pid in still)
-    if _autogroups_on() and _autogroup(lowered[0]) != _autogroup(ours):
+    if autogroups_on() and _autogroup(lowered[0])[0] != _autogroup(ours)[0]:
         # Each backend leads a session, so a scheduling group, of its own: the worker's is
         # lowered, the test's is not.
-        assert _autogroup_nice(lowered[0]) == 7
-        assert _autogroup_nice(ours) == 0
+        assert _autogroup(lowered[0])[1] == 7
+        assert _autogroup(ours)[1] == 0
 
 
 @pytest.mark.django_db
 def test_a_backend_on_this_host_is_lowered_and_one_elsewhere_is_never_touched():
-    from django.db import connections
-
-    from rag_project.priority import lower_backend
-
     fresh = connections.create_connection("default")
     try:
         fresh.ensure_connection()
@@ -128,6 +112,4 @@ def test_a_backend_on_this_host_is_lowered_and_one_elsewhere_is_never_touched():
     ],
 )
 def test_which_servers_are_on_this_host(engine, host, local):
-    from rag_project.priority import server_is_local
-
     assert server_is_local({"ENGINE": engine, "HOST": host}) is local
