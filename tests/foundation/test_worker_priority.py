@@ -90,8 +90,11 @@ def test_a_backend_on_this_host_is_lowered_and_one_elsewhere_is_never_touched():
         assert lower_backend(fresh, 3) == pid
         assert _nice(pid) == min(before + 3, 19)
         # The same pid on another host is some other process of this one: left alone.
-        fresh.settings_dict = {**fresh.settings_dict, "ENGINE": "rag_project.postgresql"}
-        fresh.settings_dict["HOST"] = "db.internal.example"
+        fresh.settings_dict = {
+            **fresh.settings_dict,
+            "ENGINE": "rag_project.postgresql",
+            "HOST": "db.internal.example",
+        }
         assert lower_backend(fresh, 3) is None
         assert _nice(pid) == min(before + 3, 19)
     finally:
