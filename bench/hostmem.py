@@ -5,14 +5,17 @@ A throwaway knowledge base of N synthetic chunks (as ``bench load`` makes it) is
 HTTP by W gunicorn workers until every worker has loaded its matrix (each worker's
 ``/healthz``-free answer is not attributable, so the clients search until every worker process
 maps the vector file, or for the same number of searches without host files). Then each
-worker's ``/proc/<pid>/smaps`` is read: its RSS and PSS in all, and the RSS and PSS of its
+worker's ``/proc/<pid>/smaps`` is read: its RSS, PSS and shared memory (``shared_bytes``:
+resident pages another process maps too) in all, and the RSS, PSS and shared memory of its
 mappings of vector files (the rows and, for a base with an IVF, their int8 codes:
 ``VECTOR_IVF_CODES``; with codes an IVF base's rows are float16, ``VECTOR_IVF_FLOAT16``). PSS
 divides each shared page among the processes mapping it, so the workers' summed PSS of the
 vector files is what the host holds for them; the target is at most 1.2x one copy
 (``one_copy_bytes``: the float32 matrix's size). The same is done with host files off, where
 each worker holds a private copy (the vectors live in anonymous memory then: its RSS
-growth is reported as ``private_matrix_bytes``).
+growth is reported as ``private_matrix_bytes``). With host files the same key holds what the
+first searches added besides the mapped files, none of it vectors (warming is off here, so
+that includes numba's compiled loops: ~43 MB of LLVM's memory in a bare process).
 """
 
 from __future__ import annotations
@@ -129,7 +132,8 @@ def _search_until(base_url, kb_id, key, queries, pids, files: bool) -> int:
 
 def _smaps(pid: int) -> dict[str, int]:
     """kB figures of the process, and of its mappings of vector files, in bytes."""
-    totals = {"rss": 0, "pss": 0, "vector_rss": 0, "vector_pss": 0, "anon": 0}
+    names = ("rss", "pss", "shared", "anon", "vector_rss", "vector_pss", "vector_shared")
+    totals = dict.fromkeys(names, 0)
     vector = False
     for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
         fields = line.split()
@@ -149,6 +153,10 @@ def _smaps(pid: int) -> dict[str, int]:
             totals["pss"] += value
             if vector:
                 totals["vector_pss"] += value
+        elif name in ("Shared_Clean", "Shared_Dirty"):
+            totals["shared"] += value
+            if vector:
+                totals["vector_shared"] += value
         elif name == "Anonymous":
             totals["anon"] += value
     return totals
@@ -159,8 +167,10 @@ def _summary(before, after, searches: int, one_copy: int) -> dict[str, Any]:
         {
             "rss_bytes": after[pid]["rss"],
             "pss_bytes": after[pid]["pss"],
+            "shared_bytes": after[pid]["shared"],
             "vector_rss_bytes": after[pid]["vector_rss"],
             "vector_pss_bytes": after[pid]["vector_pss"],
+            "vector_shared_bytes": after[pid]["vector_shared"],
             "anonymous_growth_bytes": after[pid]["anon"] - before[pid]["anon"],
         }
         for pid in after
@@ -170,6 +180,7 @@ def _summary(before, after, searches: int, one_copy: int) -> dict[str, Any]:
         "per_worker": per_worker,
         "rss_bytes": sum(w["rss_bytes"] for w in per_worker),
         "pss_bytes": sum(w["pss_bytes"] for w in per_worker),
+        "shared_bytes": sum(w["shared_bytes"] for w in per_worker),
         "vector_pss_bytes": sum(w["vector_pss_bytes"] for w in per_worker),
         "private_matrix_bytes": sum(max(0, w["anonymous_growth_bytes"]) for w in per_worker),
         "private_matrix_ratio_to_one_copy": round(
@@ -187,7 +198,8 @@ def hostmem_table(r: dict[str, Any]) -> str:
         s = r[label]
         lines.append(
             f"{label}: summed RSS {s['rss_bytes'] / 2**20:.0f} MiB, PSS "
-            f"{s['pss_bytes'] / 2**20:.0f} MiB; vector files PSS "
+            f"{s['pss_bytes'] / 2**20:.0f} MiB, shared {s['shared_bytes'] / 2**20:.0f} MiB; "
+            f"vector files PSS "
             f"{s['vector_pss_bytes'] / 2**20:.0f} MiB; private growth "
             f"{s['private_matrix_bytes'] / 2**20:.0f} MiB ({s['searches']} searches)"
         )

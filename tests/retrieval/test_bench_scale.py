@@ -259,6 +259,10 @@ def test_bench_hostmem_reads_each_workers_memory_with_and_without_host_files():
     # Both workers map the vector file; the page cache holds it once, so their PSS of it sums
     # to about one copy, and nothing like it grows privately.
     assert all(w["vector_rss_bytes"] > 0 for w in shared["per_worker"])
+    # Both scan every row, so each vector page one worker holds the other maps too: shared.
+    for worker in shared["per_worker"]:
+        assert worker["vector_shared_bytes"] == worker["vector_rss_bytes"]
+        assert worker["vector_shared_bytes"] <= worker["shared_bytes"] < worker["rss_bytes"]
     assert 0 < shared["vector_pss_bytes"] <= 1.2 * result["one_copy_bytes"]
     assert private["vector_pss_bytes"] == 0  # without host files nothing is mapped
     assert counts() == before
