@@ -37,6 +37,8 @@ from retrieval.vector import hostfile
 SEARCHES_CEILING = 2000
 # The rows and, with an IVF, their int8 codes (retrieval.vector.hostfile): both count as vectors.
 _VECTOR_SUFFIXES = tuple(pattern.lstrip("*") for pattern in hostfile.VECTOR_FILES)
+# smaps fields summed for the whole process and again for its vector file mappings.
+_SMAPS_FIELDS = {"Rss": "rss", "Pss": "pss", "Shared_Clean": "shared", "Shared_Dirty": "shared"}
 
 
 def add_hostmem_arguments(parser) -> None:
@@ -132,8 +134,8 @@ def _search_until(base_url, kb_id, key, queries, pids, files: bool) -> int:
 
 def _smaps(pid: int) -> dict[str, int]:
     """kB figures of the process, and of its mappings of vector files, in bytes."""
-    names = ("rss", "pss", "shared", "anon", "vector_rss", "vector_pss", "vector_shared")
-    totals = dict.fromkeys(names, 0)
+    totals = dict.fromkeys((*_SMAPS_FIELDS.values(), "anon"), 0)
+    totals |= {f"vector_{name}": 0 for name in _SMAPS_FIELDS.values()}
     vector = False
     for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
         fields = line.split()
@@ -145,18 +147,10 @@ def _smaps(pid: int) -> dict[str, int]:
         if len(fields) != 3 or fields[2] != "kB":  # VmFlags and the like
             continue
         name, value = fields[0][:-1], int(fields[1]) * 1024
-        if name == "Rss":
-            totals["rss"] += value
+        if name in _SMAPS_FIELDS:
+            totals[_SMAPS_FIELDS[name]] += value
             if vector:
-                totals["vector_rss"] += value
-        elif name == "Pss":
-            totals["pss"] += value
-            if vector:
-                totals["vector_pss"] += value
-        elif name in ("Shared_Clean", "Shared_Dirty"):
-            totals["shared"] += value
-            if vector:
-                totals["vector_shared"] += value
+                totals[f"vector_{_SMAPS_FIELDS[name]}"] += value
         elif name == "Anonymous":
             totals["anon"] += value
     return totals
