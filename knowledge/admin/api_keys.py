@@ -29,6 +29,7 @@ class RestrictedApiKeyForm(ApiKeyForm):
 class RestrictedApiKeyAdmin(ApiKeyAdmin):
     form = RestrictedApiKeyForm
     restricted_fields = ["knowledge_bases"]
+    restricted_display = ["restricted_to"]
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)
@@ -37,6 +38,6 @@ class RestrictedApiKeyAdmin(ApiKeyAdmin):
         return form
 
     @admin.display(description="Knowledge bases")
-    def knowledge_bases(self, key: ApiKey) -> str:
+    def restricted_to(self, key: ApiKey) -> str:
         names = [kb.name for kb in key.knowledge_bases.all()]
         return ", ".join(names) or "All of the tenant's"

@@ -44,6 +44,7 @@ class ChunkAdmin(TenantScopedAdmin):
     search_fields = ["content"]
     show_full_result_count = False
     actions = ["disable_selected", "enable_selected"]
+    action_needs = {"edit_documents": Permission.WRITE_DOCUMENTS}
     fields = ["document", "position", "content", "tokens", "embedding_model"]
     readonly_fields = fields
 
@@ -69,7 +70,7 @@ class ChunkAdmin(TenantScopedAdmin):
     # ------------------------------------------------------------------ actions
 
     def has_edit_documents_permission(self, request: HttpRequest, obj=None) -> bool:
-        return self._may(request, Permission.WRITE_DOCUMENTS, obj)
+        return self._may(request, self.needs("edit_documents"), obj)
 
     @admin.action(description="Disable selected chunks", permissions=["edit_documents"])
     def disable_selected(self, request: HttpRequest, queryset) -> None:

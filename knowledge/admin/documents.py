@@ -45,6 +45,7 @@ MAX_STATUS_IDS = 500
 
 class DocumentAdmin(TenantScopedAdmin):
     delete_needs = Permission.WRITE_DOCUMENTS
+    action_needs = {"edit_documents": Permission.WRITE_DOCUMENTS}
     change_list_template = "admin/knowledge/document/change_list.html"
     change_form_template = "admin/knowledge/document/change_form.html"
     list_filter = [
@@ -176,7 +177,7 @@ class DocumentAdmin(TenantScopedAdmin):
     # ------------------------------------------------------------------ actions
 
     def has_edit_documents_permission(self, request: HttpRequest, obj=None) -> bool:
-        return self._may(request, Permission.WRITE_DOCUMENTS, obj)
+        return self._may(request, self.needs("edit_documents"), obj)
 
     @admin.action(description="Reprocess selected documents", permissions=["edit_documents"])
     def reprocess_selected(self, request: HttpRequest, queryset) -> None:

@@ -58,6 +58,7 @@ RETRIEVAL = (
 
 class KnowledgeBaseAdmin(TenantScopedAdmin):
     add_needs = change_needs = delete_needs = Permission.MANAGE_KNOWLEDGE_BASES
+    action_needs = {"edit_documents": Permission.WRITE_DOCUMENTS}
     change_form_template = "admin/knowledge/knowledgebase/change_form.html"
     search_fields = ["name", "description"]
     list_filter = [("tenant", admin.RelatedOnlyFieldListFilter)]
@@ -65,7 +66,7 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
     actions = ["retry_failed"]
 
     def has_edit_documents_permission(self, request: HttpRequest, obj=None) -> bool:
-        return self._may(request, Permission.WRITE_DOCUMENTS, obj)
+        return self._may(request, self.needs("edit_documents"), obj)
 
     @admin.action(
         description="Retry failed documents of selected knowledge bases",
@@ -228,14 +229,21 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
         delete_knowledge_base(tenant=obj.tenant, knowledge_base=obj)
 
     def delete_queryset(self, request, queryset) -> None:
-        for kb in queryset.select_related("tenant"):
+        scoped = self.scope(request, queryset, self.delete_needs)
+        for kb in scoped.select_related("tenant"):
             delete_knowledge_base(tenant=kb.tenant, knowledge_base=kb)
 
     def get_deleted_objects(self, objs, request):
-        """A summary instead of Django's list of every document and chunk (thousands)."""
+        """A summary instead of Django's list of every document and chunk (thousands); the
+        knowledge bases the user may not delete are named as missing permissions."""
         kbs = list(objs)
+        denied = {
+            f"knowledge bases of {kb.tenant}"
+            for kb in kbs
+            if not self.has_delete_permission(request, kb)
+        }
         counts = selectors.deletion_counts(kbs)
-        return [str(kb) for kb in kbs], counts, set(), []
+        return [str(kb) for kb in kbs], counts, denied, []
 
     # ------------------------------------------------------------------ own views
 

@@ -48,6 +48,7 @@ class WebSourceForm(forms.ModelForm):
 class WebSourceAdmin(TenantScopedAdmin):
     form = WebSourceForm
     add_needs = change_needs = delete_needs = Permission.WRITE_DOCUMENTS
+    action_needs = {"sync": Permission.WRITE_DOCUMENTS}
     list_display = ["__str__", "knowledge_base", "status_column", "progress_column", "last_sync"]
     list_filter = [("knowledge_base", admin.RelatedOnlyFieldListFilter), "sync_status"]
     search_fields = ["name", "start_url"]
@@ -131,7 +132,7 @@ class WebSourceAdmin(TenantScopedAdmin):
         return [*self.readonly_fields, "knowledge_base"] if obj else self.readonly_fields
 
     def has_sync_permission(self, request: HttpRequest, obj=None) -> bool:
-        return self._may(request, Permission.WRITE_DOCUMENTS, obj)
+        return self._may(request, self.needs("sync"), obj)
 
     @admin.action(description="Sync selected web sources now", permissions=["sync"])
     def sync_now(self, request: HttpRequest, queryset) -> None:

@@ -18,7 +18,8 @@ single source of truth, as in the API.
 from __future__ import annotations
 
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
+from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.http import Http404, HttpRequest
 
@@ -59,19 +60,27 @@ class TenantScopedAdmin(admin.ModelAdmin):
     """A ModelAdmin whose rows, choices and permissions are limited to the user's tenants.
 
     ``tenant_path`` is the lookup from the model to its tenant id ("tenant", or "pk" for the
-    Tenant model itself). ``add_needs``, ``change_needs`` and ``delete_needs`` are what each
-    operation requires of the user's role in the object's tenant; None forbids it (read-only).
+    Tenant model itself). ``view_needs``, ``add_needs``, ``change_needs`` and ``delete_needs``
+    are what each operation requires of the user's role in the object's tenant; None forbids
+    it (read-only). ``action_needs`` names what the admin's own action permissions (an
+    action's ``permissions=[...]`` beyond Django's four) require.
+
+    An action runs only when the user may do it in the tenant of every object it is given
+    (``response_action``): a selection naming an object that is not theirs is a 404, one
+    their role does not allow there a 403, and nothing of it is done.
     """
 
     tenant_path = "tenant"
+    view_needs: Permission = Permission.READ
     add_needs: Permission | None = None
     change_needs: Permission | None = None
     delete_needs: Permission | None = None
+    action_needs: dict[str, Permission] = {}
 
     # ------------------------------------------------------------------ rows
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet:
-        return self.scope(request, super().get_queryset(request))
+        return self.scope(request, super().get_queryset(request), self.view_needs)
 
     def scope(
         self, request: HttpRequest, queryset: models.QuerySet, can: Permission = Permission.READ
@@ -107,10 +116,10 @@ class TenantScopedAdmin(admin.ModelAdmin):
     # ------------------------------------------------------------------ permissions
 
     def has_module_permission(self, request: HttpRequest) -> bool:
-        return allowed(request, Permission.READ)
+        return allowed(request, self.view_needs)
 
     def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
-        return self._may(request, Permission.READ, obj)
+        return self._may(request, self.view_needs, obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return self._may(request, self.add_needs, None)
@@ -125,6 +134,83 @@ class TenantScopedAdmin(admin.ModelAdmin):
         if can is None:
             return False
         return allowed(request, can, None if obj is None else self.tenant_id_of(obj))
+
+    def needs(self, permission_name: str) -> Permission | None:
+        """What an action permission ("delete", "change", or one of ``action_needs``)
+        requires of the role (None: nobody but a superuser)."""
+        builtin = {
+            "view": self.view_needs,
+            "add": self.add_needs,
+            "change": self.change_needs,
+            "delete": self.delete_needs,
+        }
+        if permission_name in builtin:
+            return builtin[permission_name]
+        return self.action_needs[permission_name]
+
+    # ------------------------------------------------------------------ actions
+
+    def response_action(self, request: HttpRequest, queryset: models.QuerySet):
+        """Run the posted action only if the user may do it in the tenant of every object of
+        the selection (or, for "select all", of the whole list): all or nothing."""
+        action = self._posted_action(request)
+        if action is not None:
+            selection = queryset
+            if request.POST.get("select_across") != "1":
+                selection = self._selected(request, queryset)
+            for name in getattr(action, "allowed_permissions", ()):
+                self._ensure_allowed(request, self.needs(name), selection)
+        return super().response_action(request, queryset)
+
+    def _posted_action(self, request: HttpRequest):
+        """The action function the POST names (as Django's ``response_action`` picks it), or
+        None when it names none the user is offered (Django then says so)."""
+        try:
+            index = int(request.POST.get("index", 0))
+            name = request.POST.getlist("action")[index]
+        except (ValueError, IndexError):
+            return None
+        found = self.get_actions(request).get(name)
+        return found[0] if found else None
+
+    def _selected(self, request: HttpRequest, queryset: models.QuerySet) -> models.QuerySet:
+        """The selected rows of ``queryset``; a 404 when an id names none of them (missing,
+        malformed, or another tenant's)."""
+        raw = set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
+        if not raw:
+            return queryset.none()  # Django answers "Items must be selected"
+        ids = {self._pk_or_404(value) for value in raw}
+        found = queryset.filter(pk__in=ids)
+        missing = len(ids) - found.order_by().values("pk").distinct().count()
+        if missing:
+            raise Http404(f"{missing} of the selected {self.opts.verbose_name_plural} not found.")
+        return found
+
+    def _pk_or_404(self, value: str):
+        """A selected id as the primary key's value, checked against its range (the
+        database's integer bounds), else a 404: no row can have it."""
+        pk = self.opts.pk
+        try:
+            parsed = pk.to_python(value)
+            pk.run_validators(parsed)
+        except ValidationError:
+            raise Http404(f"No {self.opts.verbose_name} with id {value!r}.") from None
+        return parsed
+
+    def _ensure_allowed(
+        self, request: HttpRequest, can: Permission | None, selection: models.QuerySet
+    ) -> None:
+        if request.user.is_superuser:
+            return
+        tenants = set(selection.order_by().values_list(self.tenant_path, flat=True).distinct())
+        permitted = set(tenant_ids(request, can)) if can is not None else set()
+        refused = tenants - permitted
+        if refused:
+            names = ", ".join(Tenant.objects.filter(pk__in=refused).values_list("name", flat=True))
+            raise PermissionDenied(f"Your role in {names} does not allow this action.")
+
+    def delete_queryset(self, request: HttpRequest, queryset: models.QuerySet) -> None:
+        super().delete_queryset(request, self.scope(request, queryset, self.delete_needs))
 
     # ------------------------------------------------------------------ choices
 

@@ -51,11 +51,15 @@ class ApiKeyForm(forms.ModelForm):
 
 class ApiKeyAdmin(TenantScopedAdmin):
     """API keys of the user's tenants. ``knowledge`` extends it with the restriction of a key to
-    some knowledge bases (``restricted_fields``), which this app does not know."""
+    some knowledge bases, which this app does not know: ``restricted_fields`` on the add form,
+    ``restricted_display`` (a display method's name) on a key's page."""
 
-    add_needs = Permission.MANAGE_API_KEYS
+    # keys are seen and managed by key managers only, as in the REST API
+    view_needs = add_needs = Permission.MANAGE_API_KEYS
+    action_needs = {"manage": Permission.MANAGE_API_KEYS}
     form = ApiKeyForm
     restricted_fields: list[str] = []
+    restricted_display: list[str] = []
     list_display = [
         "name",
         "tenant",
@@ -77,14 +81,14 @@ class ApiKeyAdmin(TenantScopedAdmin):
             "name",
             "prefix",
             "scopes",
-            *self.restricted_fields,
+            *self.restricted_display,
             *self.readonly_fields[1:],
         ]
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return []
-        return ["tenant", "name", "scopes", *self.restricted_fields, *self.readonly_fields]
+        return ["tenant", "name", "scopes", *self.restricted_display, *self.readonly_fields]
 
     def save_model(self, request, obj: ApiKey, form, change: bool) -> None:
         data = form.cleaned_data
@@ -115,7 +119,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
         return TemplateResponse(request, "admin/tenancy/apikey/created.html", context)
 
     def has_manage_permission(self, request, obj=None) -> bool:
-        return self._may(request, Permission.MANAGE_API_KEYS, obj)
+        return self._may(request, self.needs("manage"), obj)
 
     @admin.action(description="Revoke selected API keys", permissions=["manage"])
     def revoke_selected(self, request, queryset) -> None:

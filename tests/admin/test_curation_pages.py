@@ -167,10 +167,16 @@ def test_delete_selected_takes_many_out_at_once_and_a_task_deletes_them(owner, w
 def test_retry_failed_action_on_the_knowledge_base_list(owner, world, eager_tasks):
     document = world.docs_a["pumps.md"]
     Document.objects.filter(pk=document.pk).update(status=Document.Status.FAILED, error="down")
+    changelist = reverse("admin:knowledge_knowledgebase_changelist")
     with eager_tasks():
+        # another tenant's knowledge base in the selection: not found, and nothing is done
+        both = [world.kb_a.pk, world.kb_b.pk]
+        response = owner.post(changelist, {"action": "retry_failed", "_selected_action": both})
+        assert response.status_code == 404
+        assert Document.objects.get(pk=document.pk).status == Document.Status.FAILED
         response = owner.post(
-            reverse("admin:knowledge_knowledgebase_changelist"),
-            {"action": "retry_failed", "_selected_action": [world.kb_a.pk, world.kb_b.pk]},
+            changelist,
+            {"action": "retry_failed", "_selected_action": [world.kb_a.pk]},
             follow=True,
         )
     assert "1 failed document(s) queued" in response.content.decode()
