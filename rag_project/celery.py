@@ -28,26 +28,12 @@ logger = logging.getLogger(__name__)
 @celeryd_init.connect
 def _lower_priority(**kwargs) -> None:
     """``WORKER_NICE``: the worker yields the CPU to the web processes it shares it with (a
-    prefork pool's children inherit it), and so does the PostgreSQL backend of each database
-    connection it opens, when the server runs on this host (``rag_project.priority``)."""
+    prefork pool's children inherit it; ``rag_project.priority``)."""
     from django.conf import settings
-    from django.db.backends.signals import connection_created
 
     from rag_project import priority
 
     priority.lower_own(settings.WORKER_NICE)
-    if settings.WORKER_NICE > 0:
-        connection_created.connect(_lower_backend, weak=False, dispatch_uid="worker-backend-nice")
-
-
-def _lower_backend(sender, connection, **kwargs) -> None:
-    """Each database connection the worker opens: its backend yields as the worker does
-    (``rag_project.priority``)."""
-    from django.conf import settings
-
-    from rag_project import priority
-
-    priority.lower_backend(connection, settings.WORKER_NICE)
 
 
 @worker_process_init.connect

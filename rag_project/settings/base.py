@@ -159,11 +159,10 @@ CELERY_DB_REUSE_MAX = 1000
 # processes; at most 19): where it shares cores with web processes, the searches beside a
 # change come first and its processing and index builds fill the time they leave. At 5 a
 # worker busy beside two saturated web processes on 2 cores still gets ~0.28 cores (CFS
-# weights 335 against 1024 each), which kept up with one upload and one deletion a second at
-# 300k chunks; at 10 (weight 110) it fell behind on merges (docs/performance.md). Nice orders
-# processes within one scheduling group (docs/configuration.md). The PostgreSQL backend of each
-# connection the worker opens is lowered as much when the server runs on this host
-# (rag_project.priority).
+# weights 335 against 1024 each); at 10 (weight 110) it falls behind on merges
+# (docs/performance.md). Nice orders processes within one scheduling group
+# (docs/configuration.md). Only the worker's own processes are lowered: the database server's
+# priority is its operator's to set.
 WORKER_NICE = env.int("WORKER_NICE", default=5)
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = {
