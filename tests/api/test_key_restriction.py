@@ -2,6 +2,8 @@
 one by one or all at once, never leaves it with access to the tenant's others, and it learns
 nothing of them, their names included."""
 
+import threading
+
 import pytest
 from django.contrib import admin
 
@@ -10,9 +12,48 @@ from retrieval.mcp import tools
 from tenancy.api.access import access_for_key
 from tenancy.models import ApiKey
 from tenancy.selectors import allowed_knowledge_base_ids, find_api_key
+from tenancy.services import create_api_key
 from tests.api.conftest import API, bearer, error_of, make_kb, named_file, signed_in, upload
+from tests.conftest import at_once
 
 # ------------------------------------------------------------------ deleting its knowledge bases
+
+ROUNDS = 20
+
+
+def delete_at_once(raw_key: str, *kb_ids: int) -> list[int]:
+    """DELETE each knowledge base in its own thread, the requests released together; the
+    statuses (any order)."""
+    targets, lock = list(kb_ids), threading.Lock()
+
+    def delete_one() -> int:
+        with lock:
+            pk = targets.pop()
+        return bearer(raw_key).delete(f"{API}/knowledge-bases/{pk}").status_code
+
+    return at_once(len(kb_ids), delete_one)
+
+
+def test_deleting_a_keys_knowledge_bases_at_once_never_widens_it(transactional_db, tenant):
+    """Both deletes read the key's two restrictions before either committed, and each left the
+    other one's: the key outlived them restricted to nothing, which read as "all of them"."""
+    writer = create_api_key(tenant=tenant, name="writer", scopes=["read", "write"])[1]
+    for round_ in range(ROUNDS):
+        x, y = make_kb(tenant, f"X {round_}"), make_kb(tenant, f"Y {round_}")
+        other = make_kb(tenant, f"Other {round_}")
+        key, raw = create_api_key(
+            tenant=tenant, name=f"reader {round_}", scopes=["read"], knowledge_bases=[x, y]
+        )
+        assert delete_at_once(writer, x.pk, y.pk) == [204, 204], f"round {round_}"
+
+        assert ApiKey.objects.get(pk=key.pk).revoked_at is not None, f"round {round_}"
+        assert allowed_knowledge_base_ids(ApiKey.objects.get(pk=key.pk)) == frozenset()
+        assert allowed_knowledge_base_ids(find_api_key(raw)) == frozenset()
+        reader = bearer(raw)
+        for path in ("me", "knowledge-bases", f"knowledge-bases/{other.pk}"):
+            response = reader.get(f"{API}/{path}")
+            assert response.status_code == 401, (round_, path, response.content)
+            assert error_of(response)["code"] == "api_key_revoked"
 
 
 @pytest.mark.django_db
