@@ -154,3 +154,41 @@ def test_keys_and_the_admin_tell_restricted_to_nothing_from_unrestricted(
         "everything": "All of the tenant's",
         "kept": "Kept",
     }
+
+
+# ------------------------------------------------------------------ names of hidden ones
+
+
+@pytest.mark.django_db
+def test_a_restricted_key_cannot_learn_a_hidden_name_by_renaming(tenant, make_key):
+    """Names are unique in the tenant: "already exists" would confirm a hidden knowledge base's
+    name. A restricted key cannot rename at all, so a taken name and a free one answer alike."""
+    mine, hidden = make_kb(tenant, "Mine"), make_kb(tenant, "Secret plans")
+    client = bearer(make_key(tenant, kbs=[mine]))
+    url = f"{API}/knowledge-bases/{mine.pk}"
+
+    taken = client.patch(url, {"name": "Secret plans"}, format="json")
+    free = client.patch(url, {"name": "Nobody has this name"}, format="json")
+    assert taken.status_code == free.status_code == 403
+    assert error_of(taken) == error_of(free)
+    assert error_of(taken)["code"] == "restricted_key" and "(name)" in error_of(taken)["message"]
+    assert "exist" not in error_of(taken)["message"]
+    mine.refresh_from_db()
+    hidden.refresh_from_db()
+    assert (mine.name, hidden.name) == ("Mine", "Secret plans")
+
+    unchanged = client.patch(url, {"name": "Mine", "top_k": 7}, format="json")
+    assert unchanged.status_code == 200 and unchanged.json()["top_k"] == 7
+
+
+@pytest.mark.django_db
+def test_a_key_that_sees_every_knowledge_base_is_told_the_name_is_taken(tenant, make_key):
+    mine, _ = make_kb(tenant, "Mine"), make_kb(tenant, "Secret plans")
+    client = bearer(make_key(tenant))
+    response = client.patch(
+        f"{API}/knowledge-bases/{mine.pk}", {"name": "Secret plans"}, format="json"
+    )
+    assert response.status_code == 400
+    assert error_of(response)["details"]["fields"] == {
+        "name": ["A knowledge base with this name already exists."]
+    }
