@@ -4,7 +4,9 @@ The tables keep the names they had when these models lived in ``knowledge``
 (``knowledge_tenant``, ``knowledge_membership``, ``knowledge_apikey``): the move was a change of
 Django's state only, so no deployment copies or loses a row. An API key's restriction to some
 knowledge bases is declared on ``knowledge.KnowledgeBase`` (``restricted_api_keys``), so this app
-does not depend on ``knowledge``; here it reads ``api_key.knowledge_bases``.
+does not depend on ``knowledge``; here it reads ``api_key.knowledge_bases``. Whether a key is
+restricted at all is its own ``restricted`` field, not the presence of those rows: a restricted
+key whose knowledge bases are all deleted uses none, never every one.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=16, unique=True)
     secret_hash = models.CharField(max_length=64, unique=True)
     scopes = ArrayField(models.CharField(max_length=10, choices=Scope.choices), default=list)
+    # True: the key may use only the knowledge bases of its restriction rows, which deleting
+    # them empties; with none left it uses none. False: every knowledge base of its tenant.
+    restricted = models.BooleanField(default=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hmac
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +32,10 @@ def access_api_key(tenant: Tenant, api_key_id: int) -> ApiKey:
 
 _KEY, _TENANT = Columns(ApiKey, "k"), Columns(Tenant, "t")
 _RESTRICTION = ApiKey.knowledge_bases.through._meta.db_table
-# The key, its tenant and its knowledge-base restriction (read by allowed_knowledge_base_ids)
-# in one round trip, on every request authenticated by a key. Raw SQL: the ORM's query
-# (select_related, an ArraySubquery) took ~1.8 ms of CPU, most of it compiling it.
+# The key (its ``restricted`` among its columns), its tenant and its knowledge-base restriction
+# rows (read by allowed_knowledge_base_ids) in one round trip, on every request authenticated by
+# a key. Raw SQL: the ORM's query (select_related, an ArraySubquery) took ~1.8 ms of CPU, most of
+# it compiling it.
 _FIND_KEY = (
     f"SELECT {_KEY.sql}, {_TENANT.sql}, "  # noqa: S608
     f"ARRAY(SELECT r.knowledgebase_id FROM {_RESTRICTION} r WHERE r.apikey_id = k.id)"
@@ -99,13 +101,23 @@ def find_api_key(raw_key: str, joined: Joined | None = None) -> ApiKey | None:
     return key
 
 
+def restriction(restricted: bool, ids: Iterable[int]) -> frozenset[int] | None:
+    """The knowledge bases a key may use, from its ``restricted`` and its restriction rows'
+    ids: None (every one of its tenant's) only for a key that is not restricted and names
+    none. A restricted key whose knowledge bases were all deleted gets the empty set: it may
+    use none. Rows on a key not marked restricted restrict it all the same: either sign of a
+    restriction narrows, neither widens."""
+    ids = frozenset(ids)
+    return ids if restricted or ids else None
+
+
 def allowed_knowledge_base_ids(api_key: ApiKey) -> frozenset[int] | None:
-    """The knowledge bases a key is restricted to, or None when it may use all of them (read
-    with the key by ``find_api_key``, else asked for)."""
+    """``restriction`` of a key (its rows read with it by ``find_api_key``, else asked for):
+    None when it may use every knowledge base of its tenant, else the ids it may use."""
     ids = getattr(api_key, "restricted_to", None)
     if ids is None:
         ids = api_key.knowledge_bases.values_list("pk", flat=True)
-    return frozenset(ids) or None
+    return restriction(api_key.restricted, ids)
 
 
 def memberships(user) -> QuerySet[Membership]:

@@ -65,7 +65,8 @@ def create_api_key(
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with its secret, which is not stored and cannot be shown
     again. ``knowledge_bases`` (``knowledge.models.KnowledgeBase`` rows) restricts the key to
-    those (empty: every knowledge base)."""
+    those (empty: every knowledge base). A restricted key stays restricted when its knowledge
+    bases are deleted: with none left it may use none."""
     kbs = list(knowledge_bases)
     if any(kb.tenant_id != tenant.pk for kb in kbs):
         raise InvalidKnowledgeBases("a key can only be restricted to its tenant's knowledge bases")
@@ -76,6 +77,7 @@ def create_api_key(
         prefix=prefix,
         secret_hash=hash_key(raw_key),
         scopes=sorted(set(scopes)),
+        restricted=bool(kbs),
         created_by=created_by if created_by is not None and created_by.is_authenticated else None,
     )
     key.full_clean(exclude=["secret_hash"])

@@ -40,4 +40,7 @@ class RestrictedApiKeyAdmin(ApiKeyAdmin):
     @admin.display(description="Knowledge bases")
     def restricted_to(self, key: ApiKey) -> str:
         names = [kb.name for kb in key.knowledge_bases.all()]
-        return ", ".join(names) or "All of the tenant's"
+        if names:
+            return ", ".join(names)
+        # restricted with every knowledge base of its restriction deleted: it may use none
+        return "None left (restricted)" if key.restricted else "All of the tenant's"

@@ -92,15 +92,21 @@ class KnowledgeBaseDetailView(TenantAPIView):
         summary="Update a knowledge base",
         description="Retrieval settings (weights, top_k, score_threshold, rerank...) apply to "
         "the next search. Chunking settings apply to documents processed afterwards. New "
-        "user_words re-analyse, and a new embedding re-embeds, the chunks in the background.",
+        "user_words re-analyse, and a new embedding re-embeds, the chunks in the background. "
+        "An API key restricted to some knowledge bases cannot change the name (403 "
+        "restricted_key): names are unique among all of the tenant's knowledge bases.",
         request=KnowledgeBaseWriteSerializer(partial=True),
         responses={200: KnowledgeBaseSerializer, **error_responses(400, 404)},
         tags=TAGS,
     )
     def patch(self, request, pk: int):
         kb = self._get(pk)
+        restricted = self.access.knowledge_base_ids is not None
         serializer = KnowledgeBaseWriteSerializer(
-            kb, data=request.data, partial=True, context={"tenant": self.tenant}
+            kb,
+            data=request.data,
+            partial=True,
+            context={"tenant": self.tenant, "restricted": restricted},
         )
         serializer.is_valid(raise_exception=True)
         changes = dict(serializer.validated_data)
@@ -116,7 +122,7 @@ class KnowledgeBaseDetailView(TenantAPIView):
     @extend_schema(
         summary="Delete a knowledge base",
         description="Deletes its documents, chunks, stored files and every tier of its BM25 "
-        "index. API keys restricted to it alone are revoked.",
+        "index. API keys restricted to it and to no other knowledge base left are revoked.",
         responses={204: OpenApiResponse(description="Deleted."), **error_responses(404)},
         tags=TAGS,
     )

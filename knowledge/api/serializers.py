@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 
 from knowledge import access
 from knowledge.embeddings.local import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL
@@ -108,7 +108,9 @@ def _default(field: str):
 
 
 class KnowledgeBaseWriteSerializer(serializers.ModelSerializer):
-    """Create (every field but ``name`` optional) or PATCH (every field optional)."""
+    """Create (every field but ``name`` optional) or PATCH (every field optional). Context:
+    ``tenant``, and ``restricted`` for a caller limited to some knowledge bases (an API key's
+    restriction), who may change every field but the name."""
 
     embedding = EmbeddingSerializer(
         required=False,
@@ -145,6 +147,17 @@ class KnowledgeBaseWriteSerializer(serializers.ModelSerializer):
         }
 
     def validate_name(self, value: str) -> str:
+        if self.instance is not None and value == self.instance.name:
+            return value
+        if self.context.get("restricted"):
+            # Names are unique across the tenant: whether a rename went through would tell a
+            # key restricted to some knowledge bases the names of the others.
+            raise exceptions.PermissionDenied(
+                "This API key is restricted to some knowledge bases; it cannot change a name "
+                "(name): names are unique among all of the tenant's knowledge bases. Rename it "
+                "signed in, or with an unrestricted key.",
+                code="restricted_key",
+            )
         others = access.knowledge_bases(self.context["tenant"]).filter(name=value)
         if self.instance is not None:
             others = others.exclude(pk=self.instance.pk)

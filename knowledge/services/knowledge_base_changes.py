@@ -13,7 +13,6 @@ import logging
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count
 from django.utils import timezone
 
 from knowledge.embeddings import EmbeddingConfig
@@ -86,8 +85,9 @@ def delete_knowledge_base(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> N
     go after the commit. (``retrieval`` drops the cached index tiers on the same commit: its
     post_delete receiver calls ``get_store().invalidate``.)
 
-    API keys restricted to this knowledge base alone are revoked with it: an empty restriction
-    means "every knowledge base", so such a key would otherwise gain access to all of them.
+    API keys whose restriction this knowledge base was the last of are revoked with it. Such a
+    key is restricted to nothing either way (``ApiKey.restricted``: it may use no knowledge
+    base); revoked, it answers 401, which says so.
     """
     ensure_tenant(knowledge_base, tenant, "knowledge base")
     storage = Document._meta.get_field("file").storage
@@ -98,15 +98,31 @@ def delete_knowledge_base(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> N
             for name in Document.objects.filter(knowledge_base=kb).values_list("file", flat=True)
             if name
         ]
-        # annotate before filtering on the relation, so the count covers all its rows
-        orphaned = (
-            ApiKey.objects.annotate(restricted_to=Count("knowledge_bases"))
-            .filter(restricted_to=1, knowledge_bases=kb, revoked_at__isnull=True)
-            .values_list("pk", flat=True)
-        )
-        ApiKey.objects.filter(pk__in=list(orphaned)).update(revoked_at=timezone.now())
+        _revoke_keys_left_without(kb)
         kb.delete()
         transaction.on_commit(lambda: _delete_files(storage, names))
+
+
+def _revoke_keys_left_without(kb: KnowledgeBase) -> None:
+    """Revoke the live keys restricted to ``kb`` and to no other knowledge base.
+
+    The keys' rows are locked first (in id order, so two deletions never wait on each other
+    in a cycle), then their other restrictions are counted: a deletion of another of a key's
+    knowledge bases running meanwhile waits for this one's commit, and then counts without the
+    restriction this one removed. Without the lock, two deletions of a key's two knowledge
+    bases at once would each count the other's restriction, and neither would revoke it."""
+    locked = list(
+        ApiKey.objects.select_for_update(of=("self",))
+        .filter(knowledge_bases=kb, revoked_at__isnull=True)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    if not locked:
+        return
+    restrictions = KnowledgeBase.restricted_api_keys.through.objects
+    kept = restrictions.filter(apikey_id__in=locked).exclude(knowledgebase_id=kb.pk)
+    orphaned = set(locked) - set(kept.values_list("apikey_id", flat=True))
+    ApiKey.objects.filter(pk__in=orphaned).update(revoked_at=timezone.now())
 
 
 def _cleaned(words: list[str]) -> list[str]:

@@ -1,7 +1,8 @@
 """The tenant of a request and what its caller may do there: the one place that decides.
 
 - API key: the key's tenant; its permissions come from its scopes, and which knowledge bases it
-  sees from its restriction list.
+  sees from its restriction (``tenancy.selectors.restriction``: a restricted key with no
+  knowledge base left sees none).
 - Session user: the tenant of their membership. A user in several tenants names one with the
   ``X-Tenant`` header (the tenant's slug); their permissions come from their role there.
 
@@ -34,7 +35,8 @@ class Access:
 
     tenant: Tenant
     permissions: frozenset[Permission]
-    # None: every knowledge base of the tenant; else only these ids (an API key's restriction).
+    # None: every knowledge base of the tenant; else only these ids (an API key's restriction,
+    # empty for a restricted key whose knowledge bases were all deleted: it may use none).
     knowledge_base_ids: frozenset[int] | None = None
     role: str | None = None
     api_key: ApiKey | None = None

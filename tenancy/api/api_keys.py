@@ -20,7 +20,11 @@ TAGS = ["API keys"]
 
 class ApiKeySerializer(serializers.ModelSerializer):
     knowledge_base_ids = serializers.SerializerMethodField(
-        help_text="The knowledge bases the key is restricted to; empty: all of the tenant's."
+        help_text="The knowledge bases the key is restricted to (empty: none left, so it may "
+        "use none); null: all of the tenant's."
+    )
+    restricted = serializers.SerializerMethodField(
+        help_text="True: the key may use only knowledge_base_ids, even when none are left."
     )
     created_by = serializers.SerializerMethodField()
     is_active = serializers.SerializerMethodField()
@@ -33,6 +37,7 @@ class ApiKeySerializer(serializers.ModelSerializer):
             "prefix",
             "scopes",
             "knowledge_base_ids",
+            "restricted",
             "created_by",
             "created_at",
             "last_used_at",
@@ -45,14 +50,23 @@ class ApiKeySerializer(serializers.ModelSerializer):
             "last_used_at": {"help_text": "Recorded at most once a minute."},
         }
 
-    def get_knowledge_base_ids(self, key: ApiKey) -> list[int]:
-        return sorted(kb.pk for kb in key.knowledge_bases.all())
+    def get_knowledge_base_ids(self, key: ApiKey) -> list[int] | None:
+        ids = _restriction(key)
+        return None if ids is None else sorted(ids)
+
+    def get_restricted(self, key: ApiKey) -> bool:
+        return _restriction(key) is not None
 
     def get_created_by(self, key: ApiKey) -> str | None:
         return key.created_by.get_username() if key.created_by else None
 
     def get_is_active(self, key: ApiKey) -> bool:
         return key.revoked_at is None
+
+
+def _restriction(key: ApiKey) -> frozenset[int] | None:
+    """The key's restriction from its prefetched knowledge bases (``selectors.api_keys``)."""
+    return selectors.restriction(key.restricted, (kb.pk for kb in key.knowledge_bases.all()))
 
 
 class ApiKeyCreatedSerializer(ApiKeySerializer):

@@ -57,7 +57,11 @@ class MeSerializer(serializers.Serializer):
     knowledge_base_ids = serializers.ListField(
         child=serializers.IntegerField(),
         allow_null=True,
-        help_text="Knowledge bases an API key is restricted to; null: all of the tenant's.",
+        help_text="Knowledge bases an API key is restricted to (empty: none left, so it may use "
+        "none); null: all of the tenant's.",
+    )
+    restricted = serializers.BooleanField(
+        help_text="True: the caller may use only knowledge_base_ids (an API key's restriction)."
     )
     actions = serializers.ListField(
         child=serializers.ChoiceField(choices=[p.value for p in Permission]),
@@ -83,8 +87,9 @@ class MeView(TenantAPIView):
             "api_key_prefix": key.prefix if key else None,
             "scopes": sorted(key.scopes) if key else None,
             "knowledge_base_ids": (
-                sorted(access.knowledge_base_ids) if access.knowledge_base_ids else None
+                None if access.knowledge_base_ids is None else sorted(access.knowledge_base_ids)
             ),
+            "restricted": access.knowledge_base_ids is not None,
             "actions": sorted(access.permissions),
         }
         return Response(MeSerializer(data).data)

@@ -1,7 +1,7 @@
 """Moving tenants, memberships and API keys to the tenancy app loses nothing: a database built
 by the migrations before the move, with data in it, migrates forward and everything is still
 there and usable (a key authenticates, a knowledge base answers searches, admin history and the
-key's knowledge-base restriction follow)."""
+key's knowledge-base restriction follow; a key with restriction rows is marked restricted)."""
 
 import hashlib
 import json
@@ -123,6 +123,16 @@ def _old_data(conn) -> dict:
         created_at=NOW,
     )
     _insert(cur, "knowledge_apikey_knowledge_bases", apikey_id=key, knowledgebase_id=kb)
+    _insert(
+        cur,
+        "knowledge_apikey",
+        tenant_id=tenant,
+        name="everything",
+        prefix="rag_99999999",
+        secret_hash="0" * 64,
+        scopes=["read"],
+        created_at=NOW,
+    )
     document = _insert(
         cur,
         "knowledge_document",
@@ -197,6 +207,7 @@ print(json.dumps({
     "role": Membership.objects.get(tenant=tenant).role,
     "key": key.pk if key else None,
     "key_kbs": sorted(key.knowledge_bases.values_list("pk", flat=True)),
+    "restricted": dict(ApiKey.objects.values_list("name", "restricted")),
     "kb_keys": sorted(kb.restricted_api_keys.values_list("pk", flat=True)),
     "tenant_kbs": sorted(tenant.knowledge_bases.values_list("pk", flat=True)),
     "documents": Document.objects.filter(tenant=tenant).count(),
@@ -237,6 +248,7 @@ def test_a_database_of_the_previous_release_migrates_with_its_data():
         "role": "editor",
         "key": ids["key"],
         "key_kbs": [ids["kb"]],
+        "restricted": {"ci": True, "everything": False},
         "kb_keys": [ids["key"]],
         "tenant_kbs": [ids["kb"]],
         "documents": 1,
