@@ -148,7 +148,7 @@ def test_keys_and_the_admin_tell_restricted_to_nothing_from_unrestricted(
     assert shown == {"orphan": ([], True), "everything": (None, False), "kept": ([kb.pk], True)}
 
     key_admin = admin.site._registry[ApiKey]
-    displayed = {key.name: key_admin.knowledge_bases(key) for key in ApiKey.objects.all()}
+    displayed = {key.name: key_admin.restricted_to(key) for key in ApiKey.objects.all()}
     assert displayed == {
         "orphan": "None left (restricted)",
         "everything": "All of the tenant's",
