@@ -29,7 +29,7 @@ class MultipleFileField(forms.FileField):
         if not files and self.required:
             raise forms.ValidationError("Choose or drop at least one file.", code="required")
         # Only the presence of a name is checked here: type, size, emptiness and duplicates are
-        # judged per file by the upload service, so one bad file does not refuse the others.
+        # judged per file by the upload service, which names every file it refuses.
         return [file for file in files if getattr(file, "name", "")]
 
 

@@ -34,7 +34,6 @@ from knowledge.services.knowledge_base_changes import (
 from knowledge.services.knowledge_bases import create_knowledge_base
 from knowledge.services.reindex import change_embedding
 from knowledge.services.uploads import UploadOutcome, upload_documents
-from knowledge.web.documents import create_url_documents
 from tenancy.admin.scoping import TenantScopedAdmin, allowed, tenant_ids
 from tenancy.roles import Permission
 
@@ -275,7 +274,9 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
         }
 
     def upload_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Several files at once; each is accepted, a duplicate, or refused with its reason."""
+        """Several files at once, all or nothing: each is accepted, a duplicate, skipped (an
+        archive entry that is not an upload) or refused with its reason; one refusal and
+        nothing is stored."""
         kb = self.scoped_object_or_404(request, object_id, Permission.WRITE_DOCUMENTS)
         form = UploadForm(request.POST or None, request.FILES or None)
         outcomes = None
@@ -284,19 +285,17 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
                 tenant=kb.tenant,
                 knowledge_base=kb,
                 files=form.cleaned_data["uploads"],
-                replace=form.cleaned_data["replace"],
-            )
-            outcomes += create_url_documents(
-                tenant=kb.tenant,
-                knowledge_base=kb,
                 urls=form.cleaned_data["urls"],
                 replace=form.cleaned_data["replace"],
             )
-            form = UploadForm()
+        refused = [o for o in outcomes or [] if o.refused]
+        if outcomes is not None and not refused:
+            form = UploadForm()  # refused: the URLs stay on the form, to be sent again
         context = {
             **self.page_context(request, kb, f"Upload documents to {kb}"),
             "form": form,
             "results": upload_results(outcomes) if outcomes is not None else None,
+            "refusal": refusal(len(refused), len(outcomes)) if refused else "",
             "documents_url": documents_url(kb),
             "accepted_types": ACCEPTED_EXTENSIONS,
         }
@@ -328,12 +327,20 @@ class UploadResult:
     """One file of an upload as the page shows it."""
 
     name: str
-    kind: str  # accepted | duplicate | refused
+    kind: str  # accepted | duplicate | skipped | refused (an Outcome)
     document: Document | None = None  # the new document, or the existing one of a duplicate
     reason: str = ""
     status: str = ""
     progress: str = ""
     chunks: str = ""
+
+
+def refusal(refused: int, files: int) -> str:
+    were, them = ("was", "it") if refused == 1 else ("were", "them")
+    return (
+        f"Nothing was stored: {refused} of the {files} files {were} refused (the reasons are "
+        f"below). Remove or fix {them} and upload again."
+    )
 
 
 def upload_results(outcomes: list[UploadOutcome]) -> list[UploadResult]:
@@ -354,5 +361,6 @@ def upload_results(outcomes: list[UploadOutcome]) -> list[UploadResult]:
         elif isinstance(outcome.error, DuplicateDocument):
             results.append(UploadResult(outcome.name, "duplicate", outcome.error.existing))
         else:
-            results.append(UploadResult(outcome.name, "refused", reason=str(outcome.error)))
+            kind = str(outcome.outcome)
+            results.append(UploadResult(outcome.name, kind, reason=str(outcome.error)))
     return results

@@ -2,13 +2,23 @@
 status, retrieve, delete, reprocess.
 
 An upload answers 202 as soon as the files are stored: a Celery worker processes them and
-``status``/``progress`` show how far it got. Several files are judged one by one:
+``status``/``progress`` show how far it got. An upload is all or nothing: every file, every
+member of a .zip archive and every URL is judged before anything is stored, and ``results``
+has one entry per file, member and URL, in order: ``accepted``, ``duplicate`` (the same bytes
+or URL are in the knowledge base already: its ``document_id``), ``skipped`` (an archive entry
+that is not an upload: a folder, __MACOSX or a hidden file, a path with .. or absolute, a
+link, a member of a type not accepted; its ``error`` says why) or ``refused`` with its error.
 
-- at least one accepted: 202, with ``documents`` (the accepted ones) and ``results`` (one entry
-  per file: ``accepted``, ``duplicate`` or ``refused`` with its error);
-- none accepted: the error shape, with ``details.results``. Its status is the files' common one
-  (409 duplicate, 413 too large, 415 unsupported type, 400 empty) or 400 ``upload_refused`` when
-  they failed in different ways.
+- nothing refused and at least one accepted: 202, with ``documents`` (the accepted ones) and
+  ``results``; duplicates and skipped entries do not fail the upload;
+- anything refused (too large, empty, an unsupported type, a damaged or unreadable archive or
+  member, an encrypted member, an archive inside an archive, a URL refused): nothing is
+  stored and nothing queued. The error shape, with ``details.results``, where the entries
+  that were fine are ``refused`` with ``not_stored`` (sent again without the others, they are
+  accepted). Its status is the refusals' common one (413 too large, 415 unsupported type, 400
+  empty or unreadable) or 400 ``upload_refused`` when they differ;
+- nothing accepted and nothing refused: the same error shape, its status the entries' common
+  one (409 when every file is a duplicate) or 400 ``upload_refused``.
 
 URLs (``url`` or ``urls``, JSON or form, beside or instead of files) are judged the same way:
 an invalid URL or one whose host is an address that is not public (``127.0.0.1``,
@@ -41,7 +51,6 @@ from knowledge.models import Document
 from knowledge.services.curation import set_document_enabled
 from knowledge.services.documents import delete_document, reprocess_document
 from knowledge.services.uploads import UploadOutcome, upload_documents
-from knowledge.web.documents import create_url_documents
 from tenancy.api.errors import ApiError, PayloadTooLarge, describe, translate
 from tenancy.api.schema import error_responses
 from tenancy.api.views import TenantAPIView
@@ -68,38 +77,52 @@ def _result(outcome: UploadOutcome) -> dict:
             "document_id": outcome.document.pk,
             "error": None,
         }
-    error = translate(outcome.error)
-    body = describe(error)["error"]
-    duplicate = body["code"] == "duplicate_document"
+    body = describe(translate(outcome.error))["error"]
     return {
         "file": outcome.name,
-        "outcome": "duplicate" if duplicate else "refused",
+        "outcome": str(outcome.outcome),
         "document_id": body["details"].get("existing_document_id"),
         "error": body,
     }
 
 
 def _refusal(outcomes: list[UploadOutcome], results: list[dict]) -> ApiError:
-    """The error of an upload of which no file was accepted."""
-    errors = [translate(o.error) for o in outcomes]
-    first = describe(errors[0])["error"]
-    if len(errors) == 1:
+    """The error of an upload that stored nothing: its refusals decide, or when there are none
+    (nothing accepted) its duplicates and skipped entries."""
+    deciding = [o for o in outcomes if o.refused] or [o for o in outcomes if not o.accepted]
+    errors = [translate(o.error) for o in deciding]
+    bodies = [describe(e)["error"] for e in errors]
+    first, name = bodies[0], deciding[0].name
+    count = len(outcomes)
+    refused = deciding[0].refused
+    if count == 1:
         code, message, details = first["code"], first["message"], dict(first["details"])
         status_code = errors[0].status_code
-    elif (
-        len({e.status_code for e in errors}) == 1
-        and len({r["error"]["code"] for r in results}) == 1
-    ):
-        code, details = first["code"], {}
-        message = f"None of the {len(errors)} files was accepted: {first['message']}"
-        status_code = errors[0].status_code
+    elif len({e.status_code for e in errors}) == 1 and len({b["code"] for b in bodies}) == 1:
+        code, status_code = first["code"], errors[0].status_code
+        details = dict(first["details"]) if len(errors) == 1 else {}
+        if refused:
+            message = (
+                f"Nothing was stored: {_of(len(errors), count)} refused; {name}: {first['message']}"
+            )
+        else:
+            message = f"None of the {count} files was accepted: {first['message']}"
     else:
-        code, details = "upload_refused", {}
-        message = f"None of the {len(errors)} files was accepted; see details.results."
-        status_code = status.HTTP_400_BAD_REQUEST
+        code, details, status_code = "upload_refused", {}, status.HTTP_400_BAD_REQUEST
+        if refused:
+            message = (
+                f"Nothing was stored: {_of(len(errors), count)} refused for different "
+                "reasons; see details.results."
+            )
+        else:
+            message = f"None of the {count} files was accepted; see details.results."
     refusal = ApiError(message, code=code, details={**details, "results": results})
     refusal.status_code = status_code
     return refusal
+
+
+def _of(part: int, whole: int) -> str:
+    return f"{part} of the {whole} files {'was' if part == 1 else 'were'}"
 
 
 class DocumentListView(TenantAPIView):
@@ -159,16 +182,10 @@ class DocumentListView(TenantAPIView):
             tenant=self.tenant,
             knowledge_base=kb,
             files=data["files"],
-            replace=data["replace"],
-            metadata=data["metadata"],
-            options=serializer.parse_options(),
-        )
-        outcomes += create_url_documents(
-            tenant=self.tenant,
-            knowledge_base=kb,
             urls=data["urls"],
             replace=data["replace"],
             metadata=data["metadata"],
+            options=serializer.parse_options(),
         )
         results = [_result(outcome) for outcome in outcomes]
         accepted = [outcome.document for outcome in outcomes if outcome.accepted]

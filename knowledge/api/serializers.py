@@ -13,6 +13,7 @@ from knowledge.ingestion.parsing import ACCEPTED_EXTENSIONS
 from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services.dispatch import queue_positions
 from knowledge.services.knowledge_base_changes import EDITABLE_FIELDS
+from knowledge.services.uploads import Outcome
 from tenancy.api.fields import FiniteFloatField, JSONObjectField
 from tenancy.api.schema import ErrorDetailSerializer
 
@@ -284,9 +285,10 @@ class DocumentUploadSerializer(serializers.Serializer):
         default=list,
         max_length=settings.RAG_MAX_UPLOAD_FILES,
         help_text="One or more files (repeat the form field). Accepted types: "
-        f"{ACCEPTED_EXTENSIONS}, and .zip archives of them (each file judged on its own, its "
-        "path kept in metadata); at most RAG_MAX_UPLOAD_BYTES each. Scanned PDF pages and "
-        "images are read by OCR; an e-mail's attachments become documents of their own.",
+        f"{ACCEPTED_EXTENSIONS}, and .zip archives of them (each file judged as an upload, its "
+        "path kept in metadata); at most RAG_MAX_UPLOAD_BYTES each. All or nothing: one file "
+        "refused and nothing is stored. Scanned PDF pages and images are read by OCR; an "
+        "e-mail's attachments become documents of their own.",
     )
     # Web import (knowledge.web): documents fetched from URLs by the worker.
     urls = serializers.ListField(
@@ -358,8 +360,16 @@ class DocumentUploadSerializer(serializers.Serializer):
 
 
 class UploadResultSerializer(serializers.Serializer):
-    file = serializers.CharField(help_text="The file name as uploaded, or the URL given.")
-    outcome = serializers.ChoiceField(choices=["accepted", "duplicate", "refused"])
+    file = serializers.CharField(
+        help_text="The file name as uploaded, archive.zip/path of an archive's member, or the "
+        "URL given."
+    )
+    outcome = serializers.ChoiceField(
+        choices=[outcome.value for outcome in Outcome],
+        help_text="skipped: an archive entry that is not an upload (a folder, __MACOSX or a "
+        "hidden file, a path with .. or absolute, a link, a type not accepted), with the "
+        "reason in error.",
+    )
     document_id = serializers.IntegerField(
         allow_null=True, help_text="The created document, or for a duplicate the existing one."
     )

@@ -11,6 +11,7 @@ import hashlib
 import logging
 import re
 import unicodedata
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import BinaryIO
 
@@ -20,7 +21,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from knowledge.ingestion.parsing import FileTooLarge, ParseLimits, detect_file_type
+from knowledge.ingestion.parsing import FileTooLarge, FileType, ParseLimits, detect_file_type
 from knowledge.models import Document, KnowledgeBase
 from knowledge.selectors import hand_edits
 from knowledge.services.knowledge_bases import bump_index_version
@@ -83,6 +84,24 @@ def _hash_and_measure(stream: BinaryIO) -> tuple[str, int, bytes]:
     return digest.hexdigest(), size, head
 
 
+@dataclass(frozen=True)
+class CheckedFile:
+    """A file judged for storing and not written yet (``check_file``)."""
+
+    filename: str  # the display name, cleaned
+    sha256: str
+    size: int
+    file_type: FileType
+
+
+def check_file(name: str, stream: BinaryIO) -> CheckedFile:
+    """Read ``stream`` once to judge it: FileTooLarge (413), UnsupportedFileType (415).
+    Writes nothing; the stream is left at its start."""
+    filename = clean_filename(name)
+    sha256, size, head = _hash_and_measure(stream)
+    return CheckedFile(filename, sha256, size, detect_file_type(filename, head))
+
+
 def create_document(
     *,
     tenant: Tenant,
@@ -106,13 +125,42 @@ def create_document(
     (``ParseOptions`` fields: Q&A pairs), kept on the document for reprocessing.
     """
     ensure_tenant(knowledge_base, tenant, "knowledge base")
-    filename = clean_filename(name)
-    sha256, size, head = _hash_and_measure(stream)
-    file_type = detect_file_type(filename, head)
+    return store_document(
+        tenant=tenant,
+        knowledge_base=knowledge_base,
+        checked=check_file(name, stream),
+        stream=stream,
+        title=title,
+        metadata=metadata,
+        options=options,
+        replace=replace,
+        queue=queue,
+    )
+
+
+def store_document(
+    *,
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase,
+    checked: CheckedFile,
+    stream: BinaryIO,
+    title: str = "",
+    metadata: dict | None = None,
+    options: dict | None = None,
+    replace: bool = False,
+    queue: bool = True,
+    written: list[str] | None = None,
+) -> Document:
+    """``create_document`` of a file ``check_file`` judged already; ``stream`` holds the same
+    bytes. Raises DuplicateDocument as ``create_document`` does. The storage name of a file it
+    writes is appended to ``written``, for a caller whose transaction may yet fail: the file
+    is there before the row commits, and only the caller can remove it then."""
+    ensure_tenant(knowledge_base, tenant, "knowledge base")
+    filename = checked.filename
     metadata = dict(metadata or {})
     title = (title or PurePosixPath(filename).stem or filename)[:500]
 
-    existing = Document.objects.filter(knowledge_base=knowledge_base, sha256=sha256).first()
+    existing = Document.objects.filter(knowledge_base=knowledge_base, sha256=checked.sha256).first()
     if existing is not None:
         if not replace:
             raise DuplicateDocument(existing)
@@ -134,9 +182,9 @@ def create_document(
         dispatched_at=None if queue else timezone.now(),
         title=title,
         original_filename=filename,
-        file_type=str(file_type),
-        size_bytes=size,
-        sha256=sha256,
+        file_type=str(checked.file_type),
+        size_bytes=checked.size,
+        sha256=checked.sha256,
         metadata=metadata,
         options=dict(options or {}),
     )
@@ -146,7 +194,8 @@ def create_document(
             .order_by("-created_at")
             .first()
         )
-    document.file.save(filename, File(stream), save=False)
+    stream.seek(0)
+    _save_file(document, filename, stream)
     try:
         with transaction.atomic():
             document.save()
@@ -155,7 +204,23 @@ def create_document(
     except Exception:
         document.file.delete(save=False)
         raise
+    if written is not None:
+        written.append(document.file.name)
     return document
+
+
+def _save_file(document: Document, filename: str, stream: BinaryIO) -> None:
+    """``document.file.save``, except that a write failing part way (the stream's disk, a full
+    volume) leaves no partial file behind: it is deleted under its generated name, a new
+    random one that no other file has."""
+    field = document.file.field
+    storage = document.file.storage
+    name = field.generate_filename(document, filename)
+    try:
+        document.file = storage.save(name, File(stream), max_length=field.max_length)
+    except BaseException:
+        delete_files([name])
+        raise
 
 
 def _queue_again(document: Document, queue: bool = True) -> None:
@@ -228,17 +293,17 @@ def stored_files(document_id: int) -> list[str]:
     return [name for name in names if name]
 
 
-def delete_files_on_commit(names: list[str]) -> None:
+def delete_files(names: list[str]) -> None:
     storage = Document._meta.get_field("file").storage
+    for name in names:
+        try:
+            storage.delete(name)
+        except OSError as exc:  # logged: it must not undo a deletion or hide the error raised
+            logger.warning("could not delete stored file %s: %s", name, exc)
 
-    def delete() -> None:
-        for name in names:
-            try:
-                storage.delete(name)
-            except OSError as exc:  # a missing or unreadable file must not undo the deletion
-                logger.warning("could not delete stored file %s: %s", name, exc)
 
-    transaction.on_commit(delete)
+def delete_files_on_commit(names: list[str]) -> None:
+    transaction.on_commit(lambda: delete_files(names))
 
 
 def enqueue_processing(document_id: int) -> None:

@@ -3,8 +3,10 @@ slow site never holds a web worker), fetched by the worker as the first step of 
 
 What can be judged without the network is judged before anything is stored: the scheme, the
 URL's shape, and hosts that are addresses or local names (``127.0.0.1``, ``169.254.169.254``,
-``localhost``...), which are refused unless allow-listed. Names are resolved, and every
-redirect checked, when the worker fetches; a refusal then fails the document with its reason.
+``localhost``...), which are refused unless allow-listed (``canonical_url``); URLs sent with an
+upload are judged with its files, all or nothing (``knowledge.services.uploads``). Names are
+resolved, and every redirect checked, when the worker fetches; a refusal then fails the
+document with its reason.
 
 Until it is fetched the document has no file and a placeholder hash (of its URL), so the same
 URL twice in a knowledge base is a duplicate like the same file twice. Once fetched, the bytes
@@ -15,7 +17,6 @@ duplicate, naming the document that has them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 from django.core.files.base import ContentFile
@@ -28,7 +29,6 @@ from knowledge.services.documents import (
     delete_files_on_commit,
     enqueue_processing,
 )
-from knowledge.services.uploads import UploadOutcome
 from knowledge.web.fetch import UrlInvalid, check_url, fetch
 from knowledge.web.policy import allow_list, fetch_policy
 from knowledge.web.sniff import file_name, sniff
@@ -96,32 +96,6 @@ def create_url_document(
         if queue:
             enqueue_processing(document.pk)
     return document
-
-
-def create_url_documents(
-    *,
-    tenant: Tenant,
-    knowledge_base: KnowledgeBase,
-    urls: Sequence[str],
-    replace: bool = False,
-    metadata: dict | None = None,
-) -> list[UploadOutcome]:
-    """A pending document per URL, judged one by one as files of an upload are."""
-    outcomes = []
-    for url in urls:
-        try:
-            document = create_url_document(
-                tenant=tenant,
-                knowledge_base=knowledge_base,
-                url=url,
-                metadata=metadata,
-                replace=replace,
-            )
-        except (DuplicateDocument, ParseError) as exc:
-            outcomes.append(UploadOutcome(url, error=exc))
-        else:
-            outcomes.append(UploadOutcome(url, document=document))
-    return outcomes
 
 
 def refetch(document: Document, *, queue: bool = True) -> None:

@@ -206,7 +206,7 @@ def test_upload_a_folder_and_a_zip_from_the_upload_page(owner, world):
         },
     )
     page = response.content.decode()
-    assert page.count("kb-outcome-accepted") == 3 and page.count("kb-outcome-refused") == 1
+    assert page.count("kb-outcome-accepted") == 3 and page.count("kb-outcome-skipped") == 1
     assert "parts.zip/docs/run.exe" in page
     titles = set(Document.objects.filter(knowledge_base=world.kb_a).values_list("title", flat=True))
     assert {"belts", "chains", "gears"} <= titles

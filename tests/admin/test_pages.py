@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import html
+import io
 import re
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -62,41 +64,69 @@ def test_rebuild_index_drops_the_stored_index_and_the_worker_builds_it_again(
     assert BM25Manifest.objects.get(knowledge_base=kb).version == kb.index_version
 
 
-def test_upload_reports_each_file_accepted_duplicate_or_refused(owner, world):
+UPLOAD_ROW = re.compile(
+    r'data-file="([^"]+)">\s*<td>[^<]*</td>\s*<td><span class="kb-badge kb-(\w+)"'
+)
+
+
+def test_upload_reports_each_file_accepted_duplicate_or_skipped(owner, world):
     kb = world.kb_a
     existing = world.docs_a["pumps.md"]
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("notes/valve.md", "# Valve\n\nValve V-7 opens clockwise.")
+        zipped.writestr("../evil.txt", "outside")
+        zipped.writestr("notes/", "")
     files = [
         SimpleUploadedFile("manual.pdf", build_pdf([["Valve V-7 is a gate valve."]])),
         SimpleUploadedFile("说明.txt", "阀门每年检查一次。".encode()),
         SimpleUploadedFile("copy-of-pumps.md", MANUALS["pumps.md"].encode()),
-        SimpleUploadedFile("tool.exe", b"MZ\x90\x00binary"),
-        SimpleUploadedFile("empty.txt", b""),
+        SimpleUploadedFile("notes.zip", archive.getvalue()),
     ]
     response = owner.post(kb_url("upload", kb), {"files": files})
     page = response.content.decode()
-    rows = dict(
-        re.findall(
-            r'data-file="([^"]+)">\s*<td>[^<]*</td>\s*<td><span class="kb-badge '
-            r'kb-(\w+)"',
-            page,
-        )
-    )
-    assert rows == {
+    assert dict(UPLOAD_ROW.findall(page)) == {
         "manual.pdf": "accepted",
         "说明.txt": "accepted",
         "copy-of-pumps.md": "duplicate",
-        "tool.exe": "refused",
-        "empty.txt": "refused",
+        "notes.zip/notes/valve.md": "accepted",
+        "notes.zip/../evil.txt": "skipped",
+        "notes.zip/notes/": "skipped",
     }
     existing_url = reverse("admin:knowledge_document_change", args=[existing.pk])
     assert f'class="kb-existing" href="{existing_url}"' in page
-    assert "the file is empty" in page.lower() and ".pdf" in page  # reasons, accepted types
+    assert "leads out of the archive" in page and "A folder" in page  # the skipped reasons
+    assert 'id="upload-refused"' not in page
     new = Document.objects.filter(
-        knowledge_base=kb, original_filename__in=["manual.pdf", "说明.txt"]
+        knowledge_base=kb, original_filename__in=["manual.pdf", "说明.txt", "valve.md"]
     )
-    assert sorted(new.values_list("status", flat=True)) == ["pending", "pending"]
+    assert sorted(new.values_list("status", flat=True)) == ["pending"] * 3
     for document in new:  # live status widgets for status.js
         assert f'data-doc="{document.pk}" data-field="status" data-status="pending"' in page
+
+
+def test_an_upload_with_a_refused_file_stores_nothing_and_lists_each_reason(owner, world):
+    kb = world.kb_a
+    before = Document.objects.filter(knowledge_base=kb).count()
+    files = [
+        SimpleUploadedFile("说明.txt", "阀门每年检查一次。".encode()),
+        SimpleUploadedFile("tool.exe", b"MZ\x90\x00binary"),
+        SimpleUploadedFile("empty.txt", b""),
+    ]
+    urls = "https://help.example.com/faq"
+    response = owner.post(kb_url("upload", kb), {"files": files, "urls": urls})
+    page = html.unescape(response.content.decode())
+    assert dict(UPLOAD_ROW.findall(page)) == {
+        "说明.txt": "refused",
+        "tool.exe": "refused",
+        "empty.txt": "refused",
+        "https://help.example.com/faq": "refused",
+    }
+    assert "Nothing was stored: 2 of the 4 files were refused" in page
+    assert "The file is empty" in page and ".pdf" in page  # reasons, accepted types
+    assert "can be sent again as it is" in page  # the files that were fine
+    assert urls in page.split('id="upload-form"')[1]  # the URLs stay on the form
+    assert Document.objects.filter(knowledge_base=kb).count() == before
 
 
 def test_status_endpoint_reports_progress_error_and_chunks(owner, world):

@@ -95,35 +95,59 @@ def test_replace_true_processes_a_duplicate_again(client, kb):
     assert process_document(existing.pk) == Document.Status.READY
 
 
-def test_mixed_results_accept_what_they_can_and_say_why_for_the_rest(client, kb, settings):
+def test_one_refused_file_refuses_the_upload_and_names_each_reason(
+    client, kb, settings, django_capture_on_commit_callbacks
+):
     settings.RAG_MAX_UPLOAD_BYTES = 2000
+    duplicate = kb.docs["sensors.md"].file.open("rb").read()
+    before = stored_files(kb)
+    with django_capture_on_commit_callbacks() as queued:
+        response = upload(
+            client,
+            kb.pk,
+            named_file("new.txt", "A brand new note."),
+            named_file("sensors-again.md", duplicate),
+            named_file("program.exe", ELF),
+            named_file("huge.txt", "x" * 5000),
+            named_file("empty.txt", b""),
+        )
+    assert response.status_code == 400, response.content
+    error = error_of(response)
+    assert error["code"] == "upload_refused"
+    assert error["message"].startswith("Nothing was stored: 3 of the 5 files were refused")
+    results = error["details"]["results"]
+    assert [(r["file"], r["outcome"], r["error"]["code"]) for r in results] == [
+        ("new.txt", "refused", "not_stored"),
+        ("sensors-again.md", "duplicate", "duplicate_document"),
+        ("program.exe", "refused", "unsupported_file_type"),
+        ("huge.txt", "refused", "file_too_large"),
+        ("empty.txt", "refused", "unreadable_file"),
+    ]
+    assert results[1]["document_id"] == kb.docs["sensors.md"].pk
+    assert Document.objects.filter(knowledge_base=kb).count() == 3
+    assert stored_files(kb) == before and queued == []
+
+
+def test_duplicates_do_not_fail_an_upload_the_rest_is_accepted(client, kb):
     duplicate = kb.docs["sensors.md"].file.open("rb").read()
     response = upload(
         client,
         kb.pk,
         named_file("new.txt", "A brand new note."),
         named_file("sensors-again.md", duplicate),
-        named_file("program.exe", ELF),
-        named_file("huge.txt", "x" * 5000),
-        named_file("empty.txt", b""),
+        named_file("new-again.txt", "A brand new note."),  # the same bytes twice in one upload
     )
-    assert response.status_code == 202
-    results = response.json()["results"]
-    assert [(r["file"], r["outcome"]) for r in results] == [
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert [(r["file"], r["outcome"]) for r in body["results"]] == [
         ("new.txt", "accepted"),
         ("sensors-again.md", "duplicate"),
-        ("program.exe", "refused"),
-        ("huge.txt", "refused"),
-        ("empty.txt", "refused"),
+        ("new-again.txt", "duplicate"),
     ]
-    assert results[1]["document_id"] == kb.docs["sensors.md"].pk
-    assert [r["error"]["code"] for r in results[1:]] == [
-        "duplicate_document",
-        "unsupported_file_type",
-        "file_too_large",
-        "unreadable_file",
-    ]
-    assert len(response.json()["documents"]) == 1
+    (document,) = body["documents"]
+    assert body["results"][1]["document_id"] == kb.docs["sensors.md"].pk
+    assert body["results"][2]["document_id"] == document["id"]
+    assert Document.objects.filter(knowledge_base=kb).count() == 4
 
 
 def test_several_refusals_of_different_kinds_answer_400_upload_refused(client, empty_kb):

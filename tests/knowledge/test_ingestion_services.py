@@ -2,13 +2,16 @@
 reprocess and the reaper. Processing runs in-process here; tests/knowledge/test_ingestion_worker
 runs it in real Celery workers."""
 
+import errno
 import io
 import re
+import threading
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.core.files.storage import default_storage
+from django.db import connection, transaction
 from django.utils import timezone
 
 from knowledge.embeddings import EmbeddingConfig
@@ -18,7 +21,9 @@ from knowledge.services import documents as services
 from knowledge.services import upkeep
 from knowledge.services.knowledge_bases import create_knowledge_base
 from knowledge.services.processing import process_document
+from knowledge.services.uploads import Outcome, upload_documents
 from knowledge.signals import knowledge_base_changed
+from tests.conftest import CEILING_S, wait_until
 from tests.factories import TenantFactory
 from tests.fake_services import FakeEmbeddingsServer, Scripted
 
@@ -140,6 +145,72 @@ def test_unsupported_and_oversized_uploads_are_refused_before_anything_is_writte
 def _stored_files():
     root = Path(default_storage.location)
     return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+
+
+class FailsWhenReadAgain(io.BytesIO):
+    """An uploaded file whose disk fails once it was judged: read to its end once, it raises
+    on the next read, as a temporary file on a failing disk does."""
+
+    def __init__(self, name: str, data: bytes) -> None:
+        super().__init__(data)
+        self.name, self.size, self.ended = name, len(data), False
+
+    def read(self, size: int | None = -1) -> bytes:
+        if self.ended:
+            raise OSError(errno.EIO, "Input/output error")
+        data = super().read(size)
+        self.ended = not data
+        return data
+
+
+def test_an_upload_failing_while_it_is_stored_leaves_no_file_row_or_task(
+    kb, django_capture_on_commit_callbacks
+):
+    files_before = set(_stored_files())
+    good = io.BytesIO(MARKDOWN)
+    good.name, good.size = "manual.md", len(MARKDOWN)
+    with django_capture_on_commit_callbacks() as queued, pytest.raises(OSError):
+        upload_documents(
+            tenant=kb.tenant,
+            knowledge_base=kb,
+            files=[good, FailsWhenReadAgain("notes.txt", b"Notes on the pump.")],
+        )
+    # manual.md was stored before notes.txt failed: its file went with the rollback
+    assert Document.objects.filter(knowledge_base=kb).count() == 0
+    assert set(_stored_files()) == files_before
+    assert queued == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_bytes_committed_meanwhile_by_another_upload_are_a_duplicate(kb):
+    """Judged before the other upload commits, stored after: the unique hash per knowledge
+    base stops the second row, and the upload is judged again rather than failing."""
+    outcomes = []
+
+    def second_upload() -> None:
+        stream = io.BytesIO(MARKDOWN)
+        stream.name, stream.size = "copy.md", len(MARKDOWN)
+        try:
+            outcomes.extend(upload_documents(tenant=kb.tenant, knowledge_base=kb, files=[stream]))
+        finally:
+            connection.close()
+
+    files_before = set(_stored_files())
+    with transaction.atomic():
+        first = upload(kb, "manual.md", MARKDOWN, queue=False)
+        thread = threading.Thread(target=second_upload)
+        thread.start()
+        wait_until(_waiting_on_a_lock, "the second upload to wait for the first one's row")
+    thread.join(CEILING_S)
+    assert [(o.outcome, o.error.existing.pk) for o in outcomes] == [(Outcome.DUPLICATE, first.pk)]
+    assert Document.objects.filter(knowledge_base=kb).count() == 1
+    assert set(_stored_files()) - files_before == {Path(first.file.path)}
+
+
+def _waiting_on_a_lock() -> bool:
+    with connection.cursor() as cursor:  # pg_locks is live; pg_stat_activity is per transaction
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+        return cursor.fetchone()[0] > 0
 
 
 def test_duplicate_bytes_are_refused_with_the_existing_document(kb):

@@ -35,21 +35,26 @@ def test_the_upload_page_takes_urls(owner, world, site, local):  # noqa: F811
     kb = world.kb_a
     url = reverse("admin:knowledge_knowledgebase_upload", args=[kb.pk])
     assert 'name="urls"' in owner.get(url).content.decode()
-    page = owner.post(
-        url, {"urls": f"{site.url('/help/article-1')}\n\nhttp://169.254.169.254/latest/"}
-    ).content.decode()
-    rows = dict(
+    article = site.url("/help/article-1")
+    page = owner.post(url, {"urls": f"{article}\n\nhttp://169.254.169.254/latest/"})
+    page = page.content.decode()
+    assert rows(page) == {article: "refused", "http://169.254.169.254/latest/": "refused"}
+    assert "link-local address" in page and "Nothing was stored: 1 of the 2 files" in page
+    assert not Document.objects.filter(knowledge_base=kb, source_url=article).exists()
+
+    page = owner.post(url, {"urls": article}).content.decode()
+    assert rows(page) == {article: "accepted"}
+    document = Document.objects.get(knowledge_base=kb, source_url=article)
+    assert process_document(document.pk) == Document.Status.READY
+
+
+def rows(page: str) -> dict[str, str]:
+    """Each row of the upload's results: file or URL, and its outcome."""
+    return dict(
         re.findall(
             r'data-file="([^"]+)">\s*<td>[^<]*</td>\s*<td><span class="kb-badge kb-(\w+)"', page
         )
     )
-    assert rows == {
-        site.url("/help/article-1"): "accepted",
-        "http://169.254.169.254/latest/": "refused",
-    }
-    assert "link-local address" in page
-    document = Document.objects.get(knowledge_base=kb, source_url=site.url("/help/article-1"))
-    assert process_document(document.pk) == Document.Status.READY
 
 
 def test_an_empty_upload_says_what_to_give(owner, world):  # noqa: F811

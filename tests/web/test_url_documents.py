@@ -85,6 +85,33 @@ def test_a_url_to_a_refused_address_is_refused_at_once_and_nothing_is_stored(
     assert not Document.objects.filter(knowledge_base=empty_kb).exists()
 
 
+def test_a_refused_url_refuses_the_files_beside_it_and_a_refused_file_the_urls(
+    client, empty_kb, site, local, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks() as queued:
+        beside_file = client.post(
+            f"{API}/knowledge-bases/{empty_kb.pk}/documents",
+            {"files": [named_file("notes.txt", "Good notes.")], "url": "http://169.254.169.254/"},
+            format="multipart",
+        )
+        beside_url = client.post(
+            f"{API}/knowledge-bases/{empty_kb.pk}/documents",
+            {"files": [named_file("empty.txt", b"")], "url": site.url("/help/reset-password")},
+            format="multipart",
+        )
+    assert beside_file.status_code == 400, beside_file.content
+    assert error_of(beside_file)["code"] == "url_refused"
+    outcomes = [
+        (r["file"], r["error"]["code"]) for r in error_of(beside_file)["details"]["results"]
+    ]
+    assert outcomes == [("notes.txt", "not_stored"), ("http://169.254.169.254/", "url_refused")]
+    assert beside_url.status_code == 400, beside_url.content
+    outcomes = [r["error"]["code"] for r in error_of(beside_url)["details"]["results"]]
+    assert outcomes == ["unreadable_file", "not_stored"]
+    assert not Document.objects.filter(knowledge_base=empty_kb).exists()
+    assert queued == []
+
+
 def test_other_schemes_are_refused(client, empty_kb):
     response = post_urls(client, empty_kb, urls=["file:///etc/passwd", "ftp://example.com/a"])
     assert response.status_code == 400

@@ -7,6 +7,10 @@ read: the total unpacked size must stay within ParseLimits.max_unzipped_bytes an
 compress zeros about 1000:1). Python's zipfile never inflates a member beyond its declared size,
 so the declared sizes are a real bound for the readers, which all unpack through zipfile.
 
+A member is read whole before it is trusted (`read_member`): zipfile checks its CRC-32 only at
+its end, and a damaged, truncated or oddly compressed member raises one of half a dozen
+exception types, each turned into a ParseError saying what is wrong with it.
+
 Office files that are not ZIPs are OLE2 (Compound File Binary) containers: either a password-
 protected .docx/.xlsx/.pptx (Office encrypts the whole package into an "EncryptedPackage"
 stream of a CFB container) or a legacy .doc/.xls/.ppt renamed. Either way the text cannot be
@@ -16,7 +20,9 @@ read, and the message says which of the two it is and what to do.
 from __future__ import annotations
 
 import io
+import lzma
 import zipfile
+import zlib
 
 from .base import ParseError, ParseLimits, damaged
 
@@ -53,6 +59,31 @@ def open_archive(data: bytes, limits: ParseLimits, what: str, extension: str) ->
                 "it was refused as a possible zip bomb"
             )
     return archive
+
+
+def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """The bytes of one member, read to its end so its CRC-32 is checked.
+
+    Raises ParseError (the member is damaged, truncated, encrypted or compressed with a method
+    zipfile cannot inflate), worded for the person who made the archive.
+    """
+    try:
+        return archive.read(info)
+    except NotImplementedError as exc:  # Deflate64 (9), PPMd (98), strong encryption...
+        raise ParseError(
+            f"The file is compressed with a method that cannot be read (ZIP method "
+            f"{info.compress_type}); create the archive again with the standard (Deflate) "
+            f"compression"
+        ) from exc
+    except RuntimeError as exc:  # zipfile's "File ... is encrypted, password required"
+        raise ParseError("The file is encrypted inside the archive; upload it unencrypted") from exc
+    except EOFError as exc:
+        raise ParseError(
+            "The file ends before its declared size: the archive is truncated or damaged"
+        ) from exc
+    except (zipfile.BadZipFile, zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
+        # BadZipFile: a bad CRC-32 or file header; zlib, LZMA, OSError (bzip2): corrupt data
+        raise damaged("file inside the archive", exc) from exc
 
 
 def check_archive(data: bytes, limits: ParseLimits, what: str, extension: str) -> None:
