@@ -115,9 +115,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_EMBEDDED = not env.str("REDIS_URL", default="")
 REDIS_URL = env.str("REDIS_URL", default="") or embedded.redis_url(RAG_DATA_DIR)
 
+# Django's Redis cache with every pickled value signed: a value anyone else wrote to Redis is
+# read as a miss, never unpickled (rag_project/cache.py).
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "rag_project.cache.SignedRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "rag",
         "TIMEOUT": 300,

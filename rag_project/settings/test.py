@@ -27,7 +27,7 @@ else:
     REDIS_URL = env.str("TEST_REDIS_URL", default=REDIS_URL)
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "rag_project.cache.SignedRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": f"rag-test-{_worker}",
     }
