@@ -244,6 +244,9 @@ RAG_WEB_MAX_BYTES = env.int("RAG_WEB_MAX_BYTES", default=RAG_MAX_UPLOAD_BYTES)
 RAG_WEB_TIMEOUT_S = env.float("RAG_WEB_TIMEOUT_S", default=30.0)  # a whole fetch, redirects in
 RAG_WEB_MAX_REDIRECTS = env.int("RAG_WEB_MAX_REDIRECTS", default=5)
 RAG_WEB_USER_AGENT = env.str("RAG_WEB_USER_AGENT", default="rag-knowledge-base/1.0")
+# A web source syncs on a schedule at most this often (its sync_interval_s: 0, only when asked,
+# or at least this); a source stored with less is scheduled at this interval.
+RAG_WEB_MIN_SYNC_INTERVAL_S = env.int("RAG_WEB_MIN_SYNC_INTERVAL_S", default=3600)
 
 # --------------------------------------------------------------------------- files
 # Uploaded files live outside any web root, under generated names; they are served only by
