@@ -449,6 +449,13 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+# Failed authentications (a wrong, revoked or malformed API key) per client address; past the
+# limit that address's attempts answer 429, but for keys that already authenticated from it
+# (tenancy/api/throttling.py). "" turns it off.
+RAG_AUTH_FAILURE_RATE = env.str("RAG_AUTH_FAILURE_RATE", default="30/min")
+# Reverse proxies in front of the web server that append the caller's address to
+# X-Forwarded-For; 0: the connection's address (REMOTE_ADDR) is the client's.
+RAG_NUM_PROXIES = env.int("RAG_NUM_PROXIES", default=0)
 SPECTACULAR_SETTINGS = {
     "TITLE": "RAG knowledge base API",
     "DESCRIPTION": "Knowledge bases, documents, chunks, hybrid search and LLM context for one "
