@@ -331,6 +331,11 @@ RAG_WARM_KNOWLEDGE_BASES = env.int("RAG_WARM_KNOWLEDGE_BASES", default=8)
 # Serving processes freeze their long-lived heap out of Python's full garbage collections at the
 # end of the warm-up and after any full collection slower than this (rag_project.heap; 0: off).
 RAG_GC_FREEZE_ABOVE_MS = env.float("RAG_GC_FREEZE_ABOVE_MS", default=50.0)
+# /healthz runs its checks (database, Redis; the Celery workers' ping for the full report) at
+# most this often per process and answers from the last result meanwhile. Its full report goes
+# to signed-in staff, or to anyone with "public"; others get the status and warm state only.
+RAG_HEALTH_INTERVAL_S = env.float("RAG_HEALTH_INTERVAL_S", default=10.0)
+RAG_HEALTH_DETAILS = env.str("RAG_HEALTH_DETAILS", default="staff")
 
 # --- rerank
 # Optional second stage of a search: the head of the fused list is re-scored by a cross-encoder.
