@@ -261,13 +261,14 @@ def admit_api_key(request, key: ApiKey) -> None:
     not authenticated from it within ``ADMITTED_FOR_S`` (see the module docstring). One Redis
     round trip per address and key at most once a minute per process; none without Redis."""
     global _redis_down
-    throttle = FailedAuthenticationThrottle()
-    if throttle.rate is None:
+    if not settings.RAG_AUTH_FAILURE_RATE:
         return
     address = client_address(request)
     now = time.monotonic()
-    if now - _admitted.get((address, key.pk), -_ADMITTED_RECHECK_S) < _ADMITTED_RECHECK_S:
+    marked = _admitted.get((address, key.pk))
+    if marked is not None and now - marked < _ADMITTED_RECHECK_S:
         return
+    throttle = FailedAuthenticationThrottle()
     wall = time.time()
     try:
         answer = _script(_ADMIT)(
