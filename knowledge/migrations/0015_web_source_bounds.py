@@ -29,7 +29,7 @@ class Migration(migrations.Migration):
             name="sync_interval_s",
             field=models.PositiveIntegerField(
                 default=86400,
-                help_text="Seconds between scheduled syncs (at least RAG_WEB_MIN_SYNC_INTERVAL_S, at most a year); 0: only when asked.",
+                help_text="Seconds between scheduled syncs; 0: only when asked. At least the deployment's minimum (RAG_WEB_MIN_SYNC_INTERVAL_S, an hour by default), at most a year.",
                 validators=[
                     knowledge.web.models.SyncIntervalValidator(),
                     django.core.validators.MaxValueValidator(31536000),

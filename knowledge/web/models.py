@@ -89,8 +89,8 @@ class WebSource(models.Model):
     sync_interval_s = models.PositiveIntegerField(
         default=DAY_S,
         validators=[SyncIntervalValidator(), MaxValueValidator(MAX_SYNC_INTERVAL_S)],
-        help_text="Seconds between scheduled syncs (at least RAG_WEB_MIN_SYNC_INTERVAL_S, "
-        "at most a year); 0: only when asked.",
+        help_text="Seconds between scheduled syncs; 0: only when asked. At least the "
+        "deployment's minimum (RAG_WEB_MIN_SYNC_INTERVAL_S, an hour by default), at most a year.",
     )
 
     sync_status = models.CharField(
