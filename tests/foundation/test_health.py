@@ -2,6 +2,7 @@
 concurrent callers), status and warm state only to anonymous callers; database with versions,
 Redis, live workers for staff or with RAG_HEALTH_DETAILS=public; 503 when a service is down."""
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -58,6 +59,7 @@ def private_redis(settings):
     settings.REDIS_URL = embedded.redis_url(root)
     yield PrivateRedis(root)
     embedded.stop_all(root)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.django_db
