@@ -137,6 +137,7 @@ def gunicorn_process(workers: int, extra_env: dict[str, str] | None = None):
         "ALLOWED_HOSTS": HOST,
         "DEBUG": "false",
         "API_THROTTLE_RATE": "1000000/min",
+        "RAG_HEALTH_DETAILS": "public",  # coldstart records the whole warm-up from /healthz
         "LOG_LEVEL": os.environ.get("BENCH_WEB_LOG_LEVEL", "WARNING"),  # INFO: builds, loads
         "PYTHONPATH": str(REPO),
     } | (extra_env or {})

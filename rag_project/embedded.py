@@ -9,8 +9,10 @@ Several processes share one server of each kind: the web server, the Celery work
 commands and test workers all call :func:`ensure_postgres` / :func:`ensure_redis`, which take a
 file lock, reuse the server if its pid file names a live process answering on its socket, and
 start one otherwise. Servers outlive the process that started them (a worker restart must not
-take the database away from the web server); :func:`stop_all` stops them, and ``make run`` calls
-it when you press Ctrl-C.
+take the database away from the web server); :func:`stop_all` stops them. ``make run`` stops
+those it started when you press Ctrl-C, unless another process is still connected to one of them
+(:func:`postgres_clients`, :func:`redis_clients`): a command run from a second terminal keeps
+its database.
 
 This module imports no Django so settings, scripts and tests can use it before Django is set up.
 Command line: ``python -m rag_project.embedded start|stop|status|check [--data-dir DIR]``.
@@ -191,6 +193,29 @@ def _ensure_database(endpoint: PostgresEndpoint) -> None:
             conn.execute(f'CREATE DATABASE "{endpoint.database}"')
 
 
+def postgres_clients(root: Path | None = None, family: str = "") -> list[str]:
+    """The other client connections of the running embedded PostgreSQL under ``root``, as
+    ``backend pid (application name)``: every database's, but this query's own and those whose
+    application name is ``family`` (what a process and its children set with ``PGAPPNAME`` to
+    tell their own connections apart, including those of children that just exited and whose
+    server side is still ending). Empty when the server is not running."""
+    import psycopg
+
+    endpoint = postgres_status(root or data_dir())
+    if endpoint is None:
+        return []
+    with psycopg.connect(
+        endpoint.url("postgres"), autocommit=True, application_name=family or "rag-embedded"
+    ) as conn:
+        rows = conn.execute(
+            "SELECT pid, application_name FROM pg_stat_activity"
+            " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            " AND application_name IS DISTINCT FROM %s ORDER BY pid",
+            (family,),
+        ).fetchall()
+    return [f"{pid} ({name})" if name else str(pid) for pid, name in rows]
+
+
 def stop_postgres(root: Path | None = None, timeout: float = 30.0) -> bool:
     """Fast shutdown of the embedded PostgreSQL (SIGINT: abort sessions, checkpoint, exit)."""
     root = root or data_dir()
@@ -312,6 +337,48 @@ def _start_redis(root: Path) -> int:
             return pid
         time.sleep(0.05)
     raise RuntimeError(f"embedded Redis did not start; see {workdir / 'redis.log'}")
+
+
+def redis_clients(root: Path | None = None) -> int:
+    """How many connections other processes hold to the running embedded Redis under ``root``
+    (0 when it is not running): the server's clients less this process's own sockets connected
+    to it. A process that just exited may still be counted until the server has read its
+    close, within a moment."""
+    import redis
+
+    root = root or data_dir()
+    if redis_status(root) is None:
+        return 0
+    sock = redis_socket_path(root)
+    client = redis.Redis(unix_socket_path=str(sock), socket_timeout=5)
+    try:
+        clients = len(client.client_list())
+        return max(clients - _own_connections(sock), 0)
+    finally:
+        client.close()
+
+
+def _own_connections(server: Path) -> int:
+    """This process's sockets connected to the Unix socket ``server`` (its peer's path)."""
+    fd_dir = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
+    count = 0
+    for name in os.listdir(fd_dir):
+        try:
+            fd = os.dup(int(name))
+        except (ValueError, OSError):
+            continue
+        try:
+            sock = socket.socket(fileno=fd)  # takes the duplicate over
+        except OSError:  # not a socket
+            os.close(fd)
+            continue
+        with sock:
+            try:
+                if sock.family == socket.AF_UNIX and sock.getpeername() == str(server):
+                    count += 1
+            except OSError:  # not connected
+                pass
+    return count
 
 
 def stop_redis(root: Path | None = None, timeout: float = 30.0) -> bool:

@@ -4,13 +4,42 @@ document it became. Registered with the ``knowledge`` app through ``knowledge.mo
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils.deconstruct import deconstructible
 
 from tenancy.models import Tenant
 
 MB = 1024 * 1024
+DAY_S = 24 * 3600
+# The most one sync may store: with max_pages and time_budget_s, what bounds a sync's work.
+MAX_TOTAL_BYTES = 10 * 1024 * MB
+MAX_SYNC_INTERVAL_S = 365 * DAY_S
+
+
+@deconstructible
+class SyncIntervalValidator:
+    """0 (a sync only when asked), or at least ``RAG_WEB_MIN_SYNC_INTERVAL_S`` (read when a
+    value is checked): a site re-crawled every few seconds costs the worker and the site alike
+    and keeps nothing fresher that a person would notice."""
+
+    def __call__(self, value: int) -> None:
+        minimum = settings.RAG_WEB_MIN_SYNC_INTERVAL_S
+        if value != 0 and value < minimum:
+            raise ValidationError(
+                "Ensure this value is 0 (sync only when asked) or at least %(minimum)s seconds.",
+                code="min_value",
+                params={"minimum": minimum},
+            )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SyncIntervalValidator)
+
+    def __hash__(self) -> int:
+        return hash(SyncIntervalValidator)
 
 
 def _prefixes() -> ArrayField:
@@ -52,13 +81,16 @@ class WebSource(models.Model):
         default=10 * MB, validators=[MinValueValidator(1024)]
     )
     max_total_bytes = models.PositiveBigIntegerField(
-        default=500 * MB, validators=[MinValueValidator(1024)]
+        default=500 * MB, validators=[MinValueValidator(1024), MaxValueValidator(MAX_TOTAL_BYTES)]
     )
     time_budget_s = models.PositiveIntegerField(
         default=1200, validators=[MinValueValidator(1), MaxValueValidator(6 * 3600)]
     )
     sync_interval_s = models.PositiveIntegerField(
-        default=86_400, help_text="Seconds between scheduled syncs; 0: only when asked."
+        default=DAY_S,
+        validators=[SyncIntervalValidator(), MaxValueValidator(MAX_SYNC_INTERVAL_S)],
+        help_text="Seconds between scheduled syncs; 0: only when asked. At least the "
+        "deployment's minimum (RAG_WEB_MIN_SYNC_INTERVAL_S, an hour by default), at most a year.",
     )
 
     sync_status = models.CharField(

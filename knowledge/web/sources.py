@@ -138,8 +138,10 @@ def queue_due_syncs(now=None) -> list[int]:
             limit = timedelta(seconds=source.time_budget_s + settings.RAG_STUCK_AFTER_S)
             due = source.last_sync_started_at is None or source.last_sync_started_at < now - limit
         else:
+            # A source stored before the minimum (or under a lower one) syncs at the minimum.
+            interval = max(source.sync_interval_s, settings.RAG_WEB_MIN_SYNC_INTERVAL_S)
             last = source.last_sync_started_at
-            due = last is None or last + timedelta(seconds=source.sync_interval_s) <= now
+            due = last is None or last + timedelta(seconds=interval) <= now
         if due:
             WebSource.objects.filter(pk=source.pk).update(
                 sync_status=statuses.QUEUED, sync_requested_at=now, updated_at=now

@@ -115,9 +115,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_EMBEDDED = not env.str("REDIS_URL", default="")
 REDIS_URL = env.str("REDIS_URL", default="") or embedded.redis_url(RAG_DATA_DIR)
 
+# Django's Redis cache with every pickled value signed: a value anyone else wrote to Redis is
+# read as a miss, never unpickled (rag_project/cache.py).
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "rag_project.cache.SignedRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "rag",
         "TIMEOUT": 300,
@@ -241,6 +243,9 @@ RAG_WEB_MAX_BYTES = env.int("RAG_WEB_MAX_BYTES", default=RAG_MAX_UPLOAD_BYTES)
 RAG_WEB_TIMEOUT_S = env.float("RAG_WEB_TIMEOUT_S", default=30.0)  # a whole fetch, redirects in
 RAG_WEB_MAX_REDIRECTS = env.int("RAG_WEB_MAX_REDIRECTS", default=5)
 RAG_WEB_USER_AGENT = env.str("RAG_WEB_USER_AGENT", default="rag-knowledge-base/1.0")
+# A web source syncs on a schedule at most this often (its sync_interval_s: 0, only when asked,
+# or at least this); a source stored with less is scheduled at this interval.
+RAG_WEB_MIN_SYNC_INTERVAL_S = env.int("RAG_WEB_MIN_SYNC_INTERVAL_S", default=3600)
 
 # --------------------------------------------------------------------------- files
 # Uploaded files live outside any web root, under generated names; they are served only by
@@ -325,6 +330,11 @@ RAG_WARM_KNOWLEDGE_BASES = env.int("RAG_WARM_KNOWLEDGE_BASES", default=8)
 # Serving processes freeze their long-lived heap out of Python's full garbage collections at the
 # end of the warm-up and after any full collection slower than this (rag_project.heap; 0: off).
 RAG_GC_FREEZE_ABOVE_MS = env.float("RAG_GC_FREEZE_ABOVE_MS", default=50.0)
+# /healthz runs its checks (database, Redis; the Celery workers' ping for the full report) at
+# most this often per process and answers from the last result meanwhile. Its full report goes
+# to signed-in staff, or to anyone with "public"; others get the status and warm state only.
+RAG_HEALTH_INTERVAL_S = env.float("RAG_HEALTH_INTERVAL_S", default=10.0)
+RAG_HEALTH_DETAILS = env.str("RAG_HEALTH_DETAILS", default="staff")
 
 # --- rerank
 # Optional second stage of a search: the head of the fused list is re-scored by a cross-encoder.
@@ -443,6 +453,13 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+# Failed authentications (a wrong, revoked or malformed API key) per client address; past the
+# limit that address's attempts answer 429, but for keys that already authenticated from it
+# (tenancy/api/throttling.py). "" turns it off.
+RAG_AUTH_FAILURE_RATE = env.str("RAG_AUTH_FAILURE_RATE", default="30/min")
+# Reverse proxies in front of the web server that append the caller's address to
+# X-Forwarded-For; 0: the connection's address (REMOTE_ADDR) is the client's.
+RAG_NUM_PROXIES = env.int("RAG_NUM_PROXIES", default=0)
 SPECTACULAR_SETTINGS = {
     "TITLE": "RAG knowledge base API",
     "DESCRIPTION": "Knowledge bases, documents, chunks, hybrid search and LLM context for one "

@@ -27,7 +27,7 @@ else:
     REDIS_URL = env.str("TEST_REDIS_URL", default=REDIS_URL)
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "rag_project.cache.SignedRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": f"rag-test-{_worker}",
     }
@@ -40,6 +40,10 @@ MEDIA_ROOT = Path(
 EMBEDDING_PROVIDER = env.str("EMBEDDING_PROVIDER", default="hash")
 LOG_LEVEL = "WARNING"
 LOGGING["root"]["level"] = "WARNING"
+
+# Every request of the suite comes from one address: its tests of refused keys must not push
+# each other past the failed-authentication limit (the tests of that limit set their own).
+RAG_AUTH_FAILURE_RATE = env.str("RAG_AUTH_FAILURE_RATE", default="100000/min")
 
 # A Celery worker process started by a test must use that test's database.
 if env.str("RAG_TEST_DB_NAME", default=""):

@@ -9,7 +9,8 @@ nothing unasked. ``GET`` (a server-to-client event stream) and ``DELETE`` (endin
 answer 405, as the specification lets a server without them do.
 
 Each POST is one request of the REST API's kind: the ``Authorization: Bearer`` key is checked
-first (401 in the API's error shape when it is missing, unknown or revoked), Django's
+first (401 in the API's error shape when it is missing, unknown or revoked; 429 with
+``Retry-After`` from an address past its limit of failed attempts), Django's
 ALLOWED_HOSTS guards the Host header, and the SDK's transport (``StreamableHTTPSessionManager``)
 runs on an event loop of its own for the request while the tools' database work comes back to
 this request's thread.
@@ -55,6 +56,10 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         return _unauthenticated(exc)
     except exceptions.NotAuthenticated as exc:
         return _unauthenticated(exc)
+    except exceptions.Throttled as exc:
+        response = JsonResponse(describe(exc), status=exc.status_code)
+        response["Retry-After"] = str(int(exc.wait + 0.999))
+        return response
     status, headers, body = async_to_sync(_serve)(_scope(request, authenticated[1]), request.body)
     response = HttpResponse(body, status=status)
     for name, value in headers:

@@ -4,6 +4,12 @@ Nothing about a key's validity is cached: a revoked key answers 401 on the very 
 ``last_used_at`` is written at most once a minute per key (tenancy.services). Keys
 never reach a log: the header is not logged and failures name no key.
 
+Failed attempts are counted per client address (``tenancy.api.throttling``): past
+``RAG_AUTH_FAILURE_RATE`` an address's attempts answer 429 (``throttled``, with ``Retry-After``)
+instead of 401, except with a key that already authenticated from that address. The REST API,
+Dify's endpoint and ``/mcp`` all authenticate through ``ApiKeyAuthentication``, so all three
+count on the same counter.
+
 A view whose URL names the row it will read (a knowledge base's search) may have that row read
 in the key's own query: its ``read_with_key(url_kwargs)`` returns a ``tenancy.selectors.Joined``,
 and the authenticated key carries ``joined`` (``find_api_key``).
@@ -15,6 +21,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 
+from tenancy.api.throttling import admit_api_key, count_failed_authentication
 from tenancy.models import ApiKey
 from tenancy.selectors import Joined, find_api_key
 from tenancy.services import record_use
@@ -62,9 +69,19 @@ class ApiKeyAuthentication(BaseAuthentication):
     keyword = b"bearer"
 
     def authenticate(self, request):
+        """``request`` is DRF's or Django's (``/mcp``): only its headers and META are read."""
         parts = get_authorization_header(request).split()
         if not parts or parts[0].lower() != self.keyword:
             return None
+        try:
+            api_key = self._key(request, parts)
+        except AuthenticationFailed:
+            count_failed_authentication(request)  # 429 instead, past the address's limit
+            raise
+        admit_api_key(request, api_key)
+        return ApiKeyUser(api_key), api_key
+
+    def _key(self, request, parts: list[bytes]) -> ApiKey:
         if len(parts) != 2:
             raise AuthenticationFailed(
                 "Invalid Authorization header: expected 'Bearer <API key>'.",
@@ -74,8 +91,7 @@ class ApiKeyAuthentication(BaseAuthentication):
             raw_key = parts[1].decode("ascii")
         except UnicodeDecodeError:
             raise AuthenticationFailed("Invalid API key.", code="invalid_api_key") from None
-        api_key = authenticate_api_key(raw_key, _read_with_key(request))
-        return ApiKeyUser(api_key), api_key
+        return authenticate_api_key(raw_key, _read_with_key(request))
 
     def authenticate_header(self, request) -> str:
         # Present, so DRF answers 401 (not 403) to requests without credentials.

@@ -2,6 +2,16 @@
 shares the count. Rates are ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]`` (``api_key`` and
 ``user``, from ``API_THROTTLE_RATE`` and ``API_USER_THROTTLE_RATE``), as ``"N/period"``.
 
+Failed authentications are limited per client address (``RAG_AUTH_FAILURE_RATE``; the address
+is ``client_address``'s): past the limit, an address's attempts with a key that fails answer 429
+instead of 401, so guessing key secrets costs the guesser the window. A valid key is refused
+from such an address as well, unless it already authenticated from there (within
+``ADMITTED_FOR_S``): otherwise its 200 against everybody else's 429 would tell the guesser which
+guess was right, and the limit would stop nothing. So one client behind an office's NAT that
+retries a revoked key, or a guesser there, cannot lock out the office's clients already at work;
+only keys new to that address wait for the window. (Every attempt counted per address instead,
+valid keys included, would let whoever shares the address lock out all of it.)
+
 The rates, scopes and cache keys are DRF's ``SimpleRateThrottle``'s; its counting is not.
 That keeps each client's request times as one list in the cache, read, trimmed, appended to
 and written back whole on every request. Two processes doing that at once both write their own
@@ -21,6 +31,7 @@ pipeline of the same commands, which cost the web process 0.12 ms of CPU a reque
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 import uuid
@@ -29,6 +40,7 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 from redis.commands.core import Script
+from rest_framework import exceptions
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -55,7 +67,22 @@ redis.call('ZREM', KEYS[1], ARGV[3])
 local oldest = redis.call('ZRANGE', KEYS[1], count - 1 - limit, count - 1 - limit, 'WITHSCORES')
 return {count, oldest[2] or false}
 """
-_scripts: dict[str, Script] = {}  # the script's client, by Redis URL
+# KEYS[1]: an address's failed authentications; KEYS[2]: the mark of one key admitted from it.
+# ARGV: the window's start, the limit, the mark's time to live (s). Returns {1} (the key may go
+# ahead, its mark set afresh) when the address is under the limit or the key is marked; else
+# {0, the score of the oldest failure that has to leave the window before the address is under}.
+_ADMIT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+local count = redis.call('ZCARD', KEYS[1])
+local limit = tonumber(ARGV[2])
+if count < limit or redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call('SET', KEYS[2], 1, 'EX', ARGV[3])
+    return {1}
+end
+local oldest = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
+return {0, oldest[2] or false}
+"""
+_scripts: dict[tuple[str, str], Script] = {}  # by Redis URL and script
 
 
 class _SettingsRateThrottle(SimpleRateThrottle):
@@ -101,11 +128,7 @@ class _SettingsRateThrottle(SimpleRateThrottle):
     def _count(self, key: str, limit: int, duration: int) -> bool:
         now = time.time()
         member = f"{now:.6f}:{uuid.uuid4().hex[:12]}"  # unique: two calls may share a time
-        url = settings.REDIS_URL
-        script = _scripts.get(url)
-        if script is None:
-            script = _scripts.setdefault(url, shared_client(url).register_script(_COUNT))
-        answer = script(
+        answer = _script(_COUNT)(
             keys=[key], args=[f"{now:.6f}", f"{now - duration:.6f}", member, limit, duration + 1]
         )
         if len(answer) == 1:
@@ -119,6 +142,14 @@ class _SettingsRateThrottle(SimpleRateThrottle):
 
     def wait(self) -> float | None:
         return self.retry_after
+
+
+def _script(source: str) -> Script:
+    url = settings.REDIS_URL
+    script = _scripts.get((url, source))
+    if script is None:
+        script = _scripts.setdefault((url, source), shared_client(url).register_script(source))
+    return script
 
 
 class ApiKeyRateThrottle(_SettingsRateThrottle):
@@ -157,3 +188,105 @@ def api_key_wait(key: ApiKey) -> float | None:
     if throttle.allow_request(_KeyCall(key), None):
         return None
     return throttle.wait()
+
+
+# ------------------------------------------------------------------ failed authentications
+
+# How long a key that authenticated from an address stays admitted from it while the address is
+# over its failure limit (renewed by each use, at most once a minute per process).
+ADMITTED_FOR_S = 24 * 3600
+_ADMITTED_RECHECK_S = 60.0
+_ADMITTED_MEMORY = 10_000  # (address, key) pairs a process remembers before starting afresh
+_admitted: dict[tuple[str, int], float] = {}  # (address, key id): when this process last marked it
+
+
+class TooManyFailedAuthentications(exceptions.Throttled):
+    default_detail = "Too many attempts with an invalid API key from this address."
+
+
+def client_address(request) -> str:
+    """Who a failed authentication is counted against: ``REMOTE_ADDR``, or with
+    ``RAG_NUM_PROXIES`` (the reverse proxies in front of the server, each appending the address
+    it was called from to ``X-Forwarded-For``) the address the outermost of them saw; addresses
+    a client wrote into the header itself are never taken. An IPv6 address counts by its /64,
+    the block one subscriber holds."""
+    address = request.META.get("REMOTE_ADDR", "")
+    proxies = settings.RAG_NUM_PROXIES
+    if proxies > 0:
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+        hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
+        if hops:
+            address = hops[-min(proxies, len(hops))]
+    try:
+        ip = ipaddress.ip_address(address.strip().strip("[]"))
+    except ValueError:
+        return address.strip() or "unknown"
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if ip.version == 6:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+class FailedAuthenticationThrottle(_SettingsRateThrottle):
+    """Counts failed authentications per client address, at ``RAG_AUTH_FAILURE_RATE``."""
+
+    scope = "auth_failure"
+
+    def get_rate(self) -> str | None:
+        return settings.RAG_AUTH_FAILURE_RATE or None
+
+    def get_cache_key(self, request, view) -> str | None:
+        return _failures_key(client_address(request))
+
+
+def _failures_key(address: str) -> str:
+    # The address in braces: a Redis Cluster keeps both keys of _ADMIT in one slot.
+    return f"auth-failures:{{{address}}}"
+
+
+def count_failed_authentication(request) -> None:
+    """Count a failed authentication of ``request``'s address; raise
+    ``TooManyFailedAuthentications`` (429, with when to come back) when that makes the address
+    go over its limit: the attempt is then refused, not counted. Without Redis nothing is
+    counted (the caller answers 401, as it would have)."""
+    throttle = FailedAuthenticationThrottle()
+    if not throttle.allow_request(request, None):
+        raise TooManyFailedAuthentications(throttle.wait())
+
+
+def admit_api_key(request, key: ApiKey) -> None:
+    """Let ``key``, which authenticated, go ahead from ``request``'s address, or raise
+    ``TooManyFailedAuthentications`` when the address is over its failure limit and the key has
+    not authenticated from it within ``ADMITTED_FOR_S`` (see the module docstring). One Redis
+    round trip per address and key at most once a minute per process; none without Redis."""
+    global _redis_down
+    if not settings.RAG_AUTH_FAILURE_RATE:
+        return
+    address = client_address(request)
+    now = time.monotonic()
+    marked = _admitted.get((address, key.pk))
+    if marked is not None and now - marked < _ADMITTED_RECHECK_S:
+        return
+    throttle = FailedAuthenticationThrottle()
+    wall = time.time()
+    try:
+        answer = _script(_ADMIT)(
+            keys=[
+                KEY_PREFIX + _failures_key(address),
+                f"{KEY_PREFIX}auth-admitted:{{{address}}}:{key.pk}",
+            ],
+            args=[f"{wall - throttle.duration:.6f}", throttle.num_requests, ADMITTED_FOR_S],
+        )
+    except redis.RedisError as exc:
+        if not _redis_down:
+            logger.warning("rate limits not applied while Redis is unavailable (%s)", exc)
+            _redis_down = True
+        return
+    if answer[0] == 1:
+        if len(_admitted) >= _ADMITTED_MEMORY:
+            _admitted.clear()
+        _admitted[(address, key.pk)] = now
+        return
+    leaves = float(answer[1]) + throttle.duration if answer[1] else wall
+    raise TooManyFailedAuthentications(max(leaves - wall, 0.001))

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 
 from rag_project import embedded
-from tests.conftest import CEILING_S, REPO, subprocess_env
+from tests.conftest import CEILING_S, REPO, subprocess_env, wait_until
 
 PROBE = """
 import json, sys
@@ -113,3 +114,36 @@ def test_celery_broker_url_speaks_kombu_socket_syntax():
 def test_socket_path_stays_short_for_deep_data_dirs():
     deep = Path("/tmp") / ("d" * 120)
     assert len(str(embedded.redis_socket_path(deep))) <= 100
+
+
+HOLD = """
+import sys, redis
+client = redis.Redis(unix_socket_path=sys.argv[1])
+client.ping()
+print("connected", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+"""
+
+
+def test_redis_clients_counts_other_processes_connections_not_this_ones(fresh_root):
+    embedded.ensure_redis(fresh_root)
+    assert embedded.redis_clients(fresh_root) == 0
+    own = redis.Redis(unix_socket_path=str(embedded.redis_socket_path(fresh_root)))
+    own.ping()
+    assert embedded.redis_clients(fresh_root) == 0  # this process's: not another's
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(embedded.redis_socket_path(fresh_root))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "connected\n"
+        assert embedded.redis_clients(fresh_root) == 1
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=CEILING_S)
+    wait_until(lambda: embedded.redis_clients(fresh_root) == 0, "the server to see it gone")
+    own.close()
+    assert embedded.redis_clients(fresh_root.parent / "nothing-runs-here") == 0

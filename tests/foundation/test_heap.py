@@ -32,6 +32,7 @@ def cycle() -> weakref.ref:
 @pytest.fixture(autouse=True)
 def thawed(settings):
     settings.RAG_GC_FREEZE_ABOVE_MS = 50.0
+    settings.RAG_HEALTH_DETAILS = "public"  # /healthz's full report, with heap
     heap.uninstall()
     yield
     heap.uninstall()

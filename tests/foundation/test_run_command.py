@@ -1,6 +1,7 @@
 """``make run``'s command (manage.py run): Ctrl-C stops everything it started, embedded services
-included, even Redis, which Django's own start-up starts before the command runs; and it says
-when the demo knowledge base can be searched, which is later than ``/healthz`` says warm."""
+included, even Redis, which Django's own start-up starts before the command runs, but leaves the
+services running while another process is connected to them; and it says when the demo
+knowledge base can be searched, which is later than ``/healthz`` says warm."""
 
 import io
 import json
@@ -10,10 +11,13 @@ import socket
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
+import redis
 from django.core.management import call_command
 from django.core.management.base import OutputWrapper
 
@@ -31,14 +35,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_ctrl_c_stops_the_web_server_worker_and_the_services_it_started():
-    root = Path(tempfile.mkdtemp(prefix="rag-run-"))  # short: Unix socket paths are limited
+@contextmanager
+def running_command(root: Path):
+    """``manage.py run`` on the embedded services under ``root``, once it answers /healthz;
+    everything stopped and removed afterwards."""
     port = free_port()
     env = subprocess_env(
         RAG_DATA_DIR=str(root), DJANGO_SETTINGS_MODULE="rag_project.settings.development"
     )
-    for name in ("DATABASE_URL", "REDIS_URL", "TEST_REDIS_URL", "RAG_TEST_DB_NAME"):
+    for name in ("DATABASE_URL", "REDIS_URL", "TEST_REDIS_URL", "RAG_TEST_DB_NAME", "PGAPPNAME"):
         env.pop(name, None)
     command = [sys.executable, "manage.py", "run", "--no-demo", "--concurrency", "1"]
     command += ["--addr", f"127.0.0.1:{port}"]
@@ -59,18 +64,55 @@ def test_ctrl_c_stops_the_web_server_worker_and_the_services_it_started():
         wait_until(healthy, "manage.py run to answer /healthz", interval=0.5)
         running = embedded.status(root)
         assert running["postgres"] is not None and running["redis"] is not None
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=CEILING_S)
-        assert proc.returncode == 0, output
-        assert "stopped embedded postgres" in output and "stopped embedded redis" in output
-        stopped = embedded.status(root)
-        assert stopped["postgres"] is None and stopped["redis"] is None
+        yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
         embedded.stop_all(root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def ctrl_c(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=CEILING_S)
+    assert proc.returncode == 0, output
+    return output
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_web_server_worker_and_the_services_it_started():
+    root = Path(tempfile.mkdtemp(prefix="rag-run-"))  # short: Unix socket paths are limited
+    with running_command(root) as proc:
+        output = ctrl_c(proc)
+        assert "stopped embedded postgres" in output and "stopped embedded redis" in output
+        stopped = embedded.status(root)
+        assert stopped["postgres"] is None and stopped["redis"] is None
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_the_services_running_while_another_process_uses_them():
+    # Another command (an `evaluate` from a second terminal) holds a database connection and
+    # uses Redis now and then: both must outlive `make run`.
+    root = Path(tempfile.mkdtemp(prefix="rag-run-"))
+    with running_command(root) as proc:
+        pg_url = embedded.status(root)["postgres"]["url"]
+        cache = redis.Redis.from_url(embedded.redis_url(root))
+        with psycopg.connect(pg_url, autocommit=True, application_name="evaluate") as other:
+            backend = other.execute("SELECT pg_backend_pid()").fetchone()[0]
+            assert cache.ping()
+            output = ctrl_c(proc)
+            assert "stopped embedded" not in output
+            assert (
+                "left the embedded services running: other processes use them (PostgreSQL: 1 "
+                f"other connection, backend pids {backend} (evaluate); Redis: 1 other "
+                "connection); `make services-stop` stops them"
+            ) in output
+            assert other.execute("SELECT 1").fetchone() == (1,)  # still connected
+            assert cache.ping()
+        cache.close()
+        running = embedded.status(root)
+        assert running["postgres"] is not None and running["redis"] is not None
 
 
 @pytest.mark.django_db

@@ -33,6 +33,13 @@ def fresh_state(monkeypatch):
     WARM.reset()
 
 
+@pytest.fixture(autouse=True)
+def full_health_report():
+    """/healthz with the warm-up's steps, as RAG_HEALTH_DETAILS=public gives it to anyone."""
+    with override_settings(RAG_HEALTH_DETAILS="public"):
+        yield
+
+
 def knowledge_base(name: str, documents: int):
     kb = create_knowledge_base(
         tenant=TenantFactory(),

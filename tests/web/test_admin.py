@@ -82,6 +82,9 @@ def test_add_a_web_source_sync_it_and_see_its_progress(owner, world, site, local
     }
     refused = owner.post(add, {**fields, "start_url": "http://169.254.169.254/"})
     assert refused.status_code == 200 and "link-local address" in refused.content.decode()
+    every_second = owner.post(add, {**fields, "sync_interval_s": 1})
+    assert every_second.status_code == 200
+    assert "0 (sync only when asked) or at least 3600 seconds" in every_second.content.decode()
     assert not WebSource.objects.exists()
 
     response = owner.post(add, fields)

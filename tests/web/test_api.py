@@ -78,6 +78,51 @@ def test_limits_out_of_range_are_refused(client, kb):
     assert "max_pages" in str(error_of(response))
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("sync_interval_s", 1),
+        ("sync_interval_s", 3599),
+        ("sync_interval_s", 366 * 24 * 3600),
+        ("sync_interval_s", -1),
+        ("sync_interval_s", 10**30),
+        ("max_total_bytes", 11 * 1024**3),
+        ("max_total_bytes", 10**30),
+        ("max_pages", 100_001),
+        ("max_depth", 51),
+        ("time_budget_s", 0),
+        ("time_budget_s", 6 * 3600 + 1),
+        ("max_page_bytes", 1023),
+    ],
+)
+def test_a_schedule_or_limit_out_of_bounds_is_refused_naming_the_field(
+    client, kb, settings, field, value
+):
+    settings.RAG_WEB_MIN_SYNC_INTERVAL_S = 3600
+    response = create(client, kb, start_url="https://help.example.com/", **{field: value})
+    assert response.status_code == 400, response.content
+    error = error_of(response)
+    assert error["code"] == "invalid" and error["message"].startswith(f"{field}: ")
+    assert list(error["details"]["fields"]) == [field]
+    assert not WebSource.objects.exists()
+
+
+def test_the_sync_interval_is_0_or_at_least_the_minimum(client, kb, settings):
+    settings.RAG_WEB_MIN_SYNC_INTERVAL_S = 3600
+    manual = create(client, kb, start_url="https://help.example.com/", sync_interval_s=0)
+    hourly = create(client, kb, start_url="https://docs.example.com/", sync_interval_s=3600)
+    assert manual.status_code == 201 and hourly.status_code == 201, hourly.content
+    source = hourly.json()["id"]
+
+    response = client.patch(f"{API}/web-sources/{source}", {"sync_interval_s": 1}, format="json")
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["message"] == (
+        "sync_interval_s: Ensure this value is 0 (sync only when asked) or at least 3600 seconds."
+    )
+    assert WebSource.objects.get(pk=source).sync_interval_s == 3600  # unchanged
+
+
 def test_viewers_read_and_editors_write(kb, member):
     source = WebSource.objects.create(
         tenant=kb.tenant, knowledge_base=kb, start_url="https://help.example.com/"

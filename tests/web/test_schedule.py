@@ -59,6 +59,16 @@ def test_sources_are_queued_when_their_interval_has_passed(kb, settings):
     assert WebSource.objects.get(pk=running.pk).sync_status == WebSource.SyncStatus.RUNNING
 
 
+def test_a_source_stored_with_a_shorter_interval_syncs_at_the_minimum(kb, settings):
+    """Rows written before the interval was bounded (or under a lower minimum) do not make
+    beat re-crawl their site every minute."""
+    now = timezone.now()
+    settings.RAG_WEB_MIN_SYNC_INTERVAL_S = 3600
+    every_second = make(kb, sync_interval_s=1, last_sync_started_at=now - timedelta(minutes=2))
+    assert queue_due_syncs(now) == []
+    assert queue_due_syncs(now + timedelta(minutes=59)) == [every_second.pk]
+
+
 def test_a_second_sync_while_one_runs_returns_at_once(kb, local):
     with Site() as site:
         help_centre(site, 3)

@@ -2,7 +2,12 @@
 
 Starts (or reuses) the embedded services, migrates, loads the demo knowledge base, then runs the
 web server and a Celery worker + beat beside it. Ctrl-C stops what this command started: the
-web server, the worker, beat, and the embedded services if they were not running before.
+web server, the worker, beat, and the embedded services if they were not running before, unless
+another process is still connected to one of them (a command from a second terminal, a test
+run): then both are left running, and the command says who uses them and how to stop them.
+Its own processes' PostgreSQL connections carry the application name ``rag-run-<pid>``
+(``PGAPPNAME``), which tells them from others'; its Redis connections are told apart by process
+(``rag_project.embedded.redis_clients``), once its children have exited.
 
 The worker processes the demo documents after the server is up (``/healthz`` says ``warm``
 when the processes are, ~20 s on a fresh machine, before the documents are): the command prints
@@ -22,8 +27,13 @@ import time
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, connection
 
 from rag_project import embedded
+
+# After the children exit, how long the embedded Redis may take to notice their connections
+# closed before the ones left are taken for another process's.
+CHILDREN_GONE_S = 2.0
 
 
 class Command(BaseCommand):
@@ -35,6 +45,11 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=2, help="Celery worker processes")
 
     def handle(self, *args, addr: str, no_demo: bool, concurrency: int, **options) -> None:
+        # This process's and its children's PostgreSQL connections, from here on, are named
+        # so: any other connection is another process's.
+        family = f"rag-run-{os.getpid()}"
+        os.environ["PGAPPNAME"] = family
+        connection.close()
         root = settings.RAG_DATA_DIR
         if settings.DATABASE_EMBEDDED:
             embedded.ensure_postgres(root)
@@ -108,15 +123,53 @@ class Command(BaseCommand):
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut cleanup
             self._stop_children(procs)
-            for service in reversed(embedded_started):
-                try:
-                    getattr(embedded, f"stop_{service}")(settings.RAG_DATA_DIR)
-                    self.stdout.write(f"stopped embedded {service}")
-                except RuntimeError as exc:
-                    self.stderr.write(str(exc))
+            self._stop_services(embedded_started, family)
         if failure:
             raise CommandError(f"{failure}; everything else was stopped")
         self.stdout.write("stopped")
+
+    def _stop_services(self, started: list[str], family: str) -> None:
+        """Stop the embedded services this command started, unless another process uses one
+        of them: that process (a Django command) needs both."""
+        if not started:
+            return
+        users = self._other_users(family)
+        if users:
+            self.stdout.write(
+                self.style.WARNING(
+                    "left the embedded services running: other processes use them ("
+                    + "; ".join(users)
+                    + "); `make services-stop` stops them"
+                )
+            )
+            return
+        for service in reversed(started):
+            try:
+                getattr(embedded, f"stop_{service}")(settings.RAG_DATA_DIR)
+                self.stdout.write(f"stopped embedded {service}")
+            except RuntimeError as exc:
+                self.stderr.write(str(exc))
+
+    def _other_users(self, family: str) -> list[str]:
+        """What else is connected to the embedded services, said for a person; empty when
+        nothing is (or when it cannot be told: then they stop, as they always did)."""
+        root = settings.RAG_DATA_DIR
+        users = []
+        try:
+            backends = embedded.postgres_clients(root, family)
+            deadline = time.monotonic() + CHILDREN_GONE_S
+            while (redis_clients := embedded.redis_clients(root)) and time.monotonic() < deadline:
+                time.sleep(0.05)  # the children's connections, closing
+        except Exception as exc:  # a service that cannot answer is stopped all the same
+            self.stderr.write(f"could not tell whether other processes use the services: {exc}")
+            return []
+        if backends:
+            users.append(
+                f"PostgreSQL: {_connections(len(backends))}, backend pids {', '.join(backends)}"
+            )
+        if redis_clients:
+            users.append(f"Redis: {_connections(redis_clients)}")
+        return users
 
     def _stop_children(self, procs: dict[str, subprocess.Popen]) -> None:
         for proc in procs.values():
@@ -131,6 +184,10 @@ class Command(BaseCommand):
                 proc.wait()
 
 
+def _connections(count: int) -> str:
+    return f"{count} other connection{'' if count == 1 else 's'}"
+
+
 class _DemoProgress:
     """Reports the demo documents' processing (``manage.py demo_status``, named here, not
     imported: the project imports no app): each change of the ready count, then once that the
@@ -143,8 +200,6 @@ class _DemoProgress:
     def check(self) -> bool:
         """True once every demo document has been processed (reported then). A database that
         does not answer is asked again next time."""
-        from django.db import DatabaseError, connection
-
         try:
             status = json.loads(call_command("demo_status", stdout=io.StringIO()))
         except DatabaseError:
