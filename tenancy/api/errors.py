@@ -7,7 +7,10 @@ errors to HTTP:
 (field errors for 400 validation, ``existing_document_id`` for 409, ``retry_after_s`` for 429...).
 Domain errors (``tenancy.errors.DomainError`` and the exceptions of ``knowledge`` and
 ``retrieval`` derived from it) answer with the status of their ``kind``; a model's DoesNotExist
-answers 404 naming the model; views never build error responses themselves.
+answers 404 naming the model; views never build error responses themselves. A request that
+loses a race to a concurrent one at a database constraint (the same name taken at the same
+moment, a row deleted while referenced) answers 409 ``conflict``: sent again, it sees the
+winner and gets the ordinary answer.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from django.apps import apps
 from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError
 from django.http import Http404, JsonResponse
 from django.views import defaults
+from psycopg import errors as pg_errors
 from rest_framework import exceptions, status
 from rest_framework.fields import get_error_detail
 from rest_framework.response import Response
@@ -57,6 +62,11 @@ class BadRequest(ApiError):
     default_detail = "The request is not valid."
 
 
+class Conflict(ApiError):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
 class NotFound(ApiError, exceptions.NotFound):
     """A domain not-found: still a DRF NotFound, for handlers that tell them apart (Dify)."""
 
@@ -90,7 +100,18 @@ def translate(exc: Exception) -> Exception:
         return exceptions.PermissionDenied()
     if isinstance(exc, SuspiciousOperation):
         return BadRequest(str(exc) or "The request is not valid.", code="bad_request")
+    if isinstance(exc, IntegrityError) and isinstance(exc.__cause__, _RACES):
+        return Conflict(
+            "Another request changed the same data at the same moment; nothing of this one was "
+            "saved. Send it again.",
+            code="conflict",
+        )
     return exc
+
+
+# Constraint violations that only a concurrent request can cause past the checks made before
+# writing (a NOT NULL or CHECK violation is a bug, and stays a 500 to be seen and fixed).
+_RACES = (pg_errors.UniqueViolation, pg_errors.ForeignKeyViolation, pg_errors.ExclusionViolation)
 
 
 def _not_found_message(exc: ObjectDoesNotExist) -> str:
