@@ -10,9 +10,12 @@ answer 405, as the specification lets a server without them do.
 
 Each POST is one request of the REST API's kind: the ``Authorization: Bearer`` key is checked
 first (401 in the API's error shape when it is missing, unknown or revoked), Django's
-ALLOWED_HOSTS guards the Host header, and the SDK's transport (``StreamableHTTPSessionManager``)
-runs on an event loop of its own for the request while the tools' database work comes back to
-this request's thread.
+ALLOWED_HOSTS guards the Host header, the body is read as the REST API reads JSON
+(``tenancy.api.parsers.loads``: nesting too deep, a number that is not finite, or bytes that are
+not UTF-8 answer 400 with the JSON-RPC parse error the SDK answers to malformed JSON, where the
+SDK's own reading fails as a server error or takes ``NaN`` for null), and the SDK's transport
+(``StreamableHTTPSessionManager``) runs on an event loop of its own for the request while the
+tools' database work comes back to this request's thread.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import anyio
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from rest_framework import exceptions
@@ -31,6 +35,7 @@ from rest_framework import exceptions
 from retrieval.mcp.server import SCOPE_KEY, build_server
 from tenancy.api.authentication import ApiKeyAuthentication
 from tenancy.api.errors import describe
+from tenancy.api.parsers import JSONRefused, loads
 from tenancy.models import ApiKey
 
 _CHALLENGE = 'Bearer realm="api"'
@@ -55,6 +60,10 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         return _unauthenticated(exc)
     except exceptions.NotAuthenticated as exc:
         return _unauthenticated(exc)
+    try:
+        loads(request.body)
+    except ValueError as exc:
+        return _parse_error(exc)
     status, headers, body = async_to_sync(_serve)(_scope(request, authenticated[1]), request.body)
     response = HttpResponse(body, status=status)
     for name, value in headers:
@@ -67,6 +76,22 @@ def _unauthenticated(exc: exceptions.APIException) -> JsonResponse:
     response = JsonResponse(describe(exc), status=401)
     response["WWW-Authenticate"] = _CHALLENGE
     return response
+
+
+def _parse_error(exc: ValueError) -> HttpResponse:
+    """400 with the JSON-RPC error the SDK's transport answers to a body that is not JSON."""
+    path = exc.path if isinstance(exc, JSONRefused) else ()
+    where = ".".join(map(str, path)) + ": " if path else ""
+    error = types.JSONRPCError(
+        jsonrpc="2.0",
+        id="server-error",  # as the SDK's: no request id can be read from the body
+        error=types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {where}{exc}"),
+    )
+    return HttpResponse(
+        error.model_dump_json(by_alias=True, exclude_none=True),
+        status=400,
+        content_type="application/json",
+    )
 
 
 def _scope(request: HttpRequest, key: ApiKey) -> dict[str, Any]:
