@@ -20,6 +20,7 @@ tools' database work comes back to this request's thread.
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from typing import Any
 
@@ -79,7 +80,8 @@ def _unauthenticated(exc: exceptions.APIException) -> JsonResponse:
 
 
 def _parse_error(exc: ValueError) -> HttpResponse:
-    """400 with the JSON-RPC error the SDK's transport answers to a body that is not JSON."""
+    """400 with the JSON-RPC error the SDK's transport answers to a body that is not JSON. The
+    message may name a key holding an unpaired surrogate, which only escaped JSON can carry."""
     path = exc.path if isinstance(exc, JSONRefused) else ()
     where = ".".join(map(str, path)) + ": " if path else ""
     error = types.JSONRPCError(
@@ -87,11 +89,8 @@ def _parse_error(exc: ValueError) -> HttpResponse:
         id="server-error",  # as the SDK's: no request id can be read from the body
         error=types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {where}{exc}"),
     )
-    return HttpResponse(
-        error.model_dump_json(by_alias=True, exclude_none=True),
-        status=400,
-        content_type="application/json",
-    )
+    body = json.dumps(error.model_dump(by_alias=True, exclude_none=True))
+    return HttpResponse(body, status=400, content_type="application/json")
 
 
 def _scope(request: HttpRequest, key: ApiKey) -> dict[str, Any]:

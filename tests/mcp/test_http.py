@@ -248,6 +248,10 @@ def test_bodies_that_are_not_json_the_api_takes_answer_400_with_a_parse_error(
         "not UTF-8": call('{"query": "@@"}').encode().replace(b"@@", b"\xff\xfe"),
         "NaN": call(f'{{{search}, "score_threshold": NaN}}').encode(),
         "1e999": call(f'{{{search}, "filters": {{"metadata": {{"rev": 1e999}}}}}}').encode(),
+        # named in the message by a key UTF-8 cannot encode
+        "1e999 at \\ud800": call(
+            f'{{{search}, "filters": {{"metadata": {{"\\ud800": 1e999}}}}}}'
+        ).encode(),
     }
     messages = {}
     for name, body in bodies.items():
@@ -262,6 +266,9 @@ def test_bodies_that_are_not_json_the_api_takes_answer_400_with_a_parse_error(
     assert "NaN" in messages["NaN"]
     assert messages["1e999"] == (
         "Parse error: params.arguments.filters.metadata.rev: A finite number is required."
+    )
+    assert messages["1e999 at \\ud800"] == (
+        "Parse error: params.arguments.filters.metadata.\ud800: A finite number is required."
     )
 
 
