@@ -262,7 +262,8 @@ def mostly(usual, odd):
 
 
 def values_of(schema: dict, defs: dict, pools: dict, words: list[str], name: str = ""):
-    """A strategy for values of the JSON schema ``schema`` (a tool's inputSchema): what it
+    """A strategy for values of the JSON schema ``schema`` (an MCP tool's inputSchema, or a REST
+    request body's in the OpenAPI schema, ``defs`` holding what ``$ref`` names): mostly what it
     describes, with hostile leaves, and for the properties that name objects (``pools``) the
     ids of both tenants and of none."""
     if schema.get("nullable"):  # OpenAPI 3.0's null
