@@ -36,7 +36,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import UnsupportedMediaType, ValidationError
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from knowledge import access
@@ -52,6 +52,7 @@ from knowledge.services.curation import set_document_enabled
 from knowledge.services.documents import delete_document, reprocess_document
 from knowledge.services.uploads import UploadOutcome, upload_documents
 from tenancy.api.errors import ApiError, PayloadTooLarge, describe, translate
+from tenancy.api.parsers import JSONParser
 from tenancy.api.schema import error_responses
 from tenancy.api.views import TenantAPIView
 from tenancy.roles import Permission

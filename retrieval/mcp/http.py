@@ -11,13 +11,17 @@ answer 405, as the specification lets a server without them do.
 Each POST is one request of the REST API's kind: the ``Authorization: Bearer`` key is checked
 first (401 in the API's error shape when it is missing, unknown or revoked; 429 with
 ``Retry-After`` from an address past its limit of failed attempts), Django's
-ALLOWED_HOSTS guards the Host header, and the SDK's transport (``StreamableHTTPSessionManager``)
-runs on an event loop of its own for the request while the tools' database work comes back to
-this request's thread.
+ALLOWED_HOSTS guards the Host header, the body is read as the REST API reads JSON
+(``tenancy.api.parsers.loads``: nesting too deep, a number that is not finite, or bytes that are
+not UTF-8 answer 400 with the JSON-RPC parse error the SDK answers to malformed JSON, where the
+SDK's own reading fails as a server error or takes ``NaN`` for null), and the SDK's transport
+(``StreamableHTTPSessionManager``) runs on an event loop of its own for the request while the
+tools' database work comes back to this request's thread.
 """
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from typing import Any
 
@@ -25,6 +29,7 @@ import anyio
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from rest_framework import exceptions
@@ -32,6 +37,7 @@ from rest_framework import exceptions
 from retrieval.mcp.server import SCOPE_KEY, build_server
 from tenancy.api.authentication import ApiKeyAuthentication
 from tenancy.api.errors import describe
+from tenancy.api.parsers import JSONRefused, loads
 from tenancy.models import ApiKey
 
 _CHALLENGE = 'Bearer realm="api"'
@@ -60,6 +66,10 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         response = JsonResponse(describe(exc), status=exc.status_code)
         response["Retry-After"] = str(int(exc.wait + 0.999))
         return response
+    try:
+        loads(request.body)
+    except ValueError as exc:
+        return _parse_error(exc)
     status, headers, body = async_to_sync(_serve)(_scope(request, authenticated[1]), request.body)
     response = HttpResponse(body, status=status)
     for name, value in headers:
@@ -72,6 +82,20 @@ def _unauthenticated(exc: exceptions.APIException) -> JsonResponse:
     response = JsonResponse(describe(exc), status=401)
     response["WWW-Authenticate"] = _CHALLENGE
     return response
+
+
+def _parse_error(exc: ValueError) -> HttpResponse:
+    """400 with the JSON-RPC error the SDK's transport answers to a body that is not JSON. The
+    message may name a key holding an unpaired surrogate, which only escaped JSON can carry."""
+    path = exc.path if isinstance(exc, JSONRefused) else ()
+    where = ".".join(map(str, path)) + ": " if path else ""
+    error = types.JSONRPCError(
+        jsonrpc="2.0",
+        id="server-error",  # as the SDK's: no request id can be read from the body
+        error=types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {where}{exc}"),
+    )
+    body = json.dumps(error.model_dump(by_alias=True, exclude_none=True))
+    return HttpResponse(body, status=400, content_type="application/json")
 
 
 def _scope(request: HttpRequest, key: ApiKey) -> dict[str, Any]:

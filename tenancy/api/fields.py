@@ -10,6 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tenancy.api.converters import MAX_ID
+from tenancy.api.parsers import JSONRefused, field_errors, loads, refusal
 
 
 class FieldsOnceSerializer(serializers.Serializer):
@@ -44,23 +45,13 @@ def _has_children(field: serializers.Field) -> bool:
     return isinstance(field, serializers.BaseSerializer) or hasattr(field, "child")
 
 
-def _bad_text(value) -> bool:
-    """Text PostgreSQL cannot store: NUL characters and unpaired surrogates."""
-    if isinstance(value, str):
-        return "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value)
-    if isinstance(value, dict):
-        return any(_bad_text(k) or _bad_text(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(_bad_text(v) for v in value)
-    return False
-
-
 def storable_json(value):
-    """Validator: JSON whose texts PostgreSQL can store (jsonb refuses NUL and lone surrogates)."""
-    if _bad_text(value):
-        raise serializers.ValidationError(
-            "Text must not contain NUL characters or unpaired surrogates."
-        )
+    """Validator: JSON PostgreSQL can store and search (jsonb refuses NUL, lone surrogates and
+    numbers that are not finite), nested at most MAX_JSON_DEPTH deep. The message names where
+    in the value the problem is."""
+    problem = refusal(value, text=True)
+    if problem is not None:
+        raise serializers.ValidationError(field_errors(problem))
     return value
 
 
@@ -96,10 +87,17 @@ class JSONObjectField(serializers.JSONField):
         super().__init__(**kwargs)
 
     def to_internal_value(self, data) -> dict:
+        if getattr(data, "is_json_string", False):  # a form's text: read as the API reads JSON
+            try:
+                data = loads(data)
+            except JSONRefused as exc:
+                raise serializers.ValidationError(field_errors(exc)) from None
+            except ValueError:
+                self.fail("invalid")
+        storable_json(data)
         value = super().to_internal_value(data)
         if not isinstance(value, dict):
             self.fail("not_object")
-        storable_json(value)
         if len(json.dumps(value, ensure_ascii=False)) > self.max_chars:
             self.fail("too_long", max_chars=self.max_chars)
         return value

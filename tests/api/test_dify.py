@@ -1,6 +1,7 @@
 """Dify's External Knowledge API (docs.dify.ai, "External Knowledge API"): the published
 request, the ``records`` answer, and Dify's error codes with their HTTP statuses."""
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -205,6 +206,45 @@ def test_unsupported_metadata_conditions_answer_400_3002(dify, tagged):
     assert "'contains'" in message and "is, =, in" in message
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999", "-1e999", "9" * 400])
+def test_a_number_that_is_not_finite_answers_400_3002_naming_the_condition(dify, tagged, value):
+    condition = {
+        "conditions": [
+            {"name": "category", "comparison_operator": "is", "value": "AI"},
+            {"name": "n", "comparison_operator": "=", "value": value},
+        ]
+    }
+    response = dify.post(URL, body(tagged.pk, metadata_condition=condition), format="json")
+    message = dify_error(response, 400, 3002)
+    assert message.startswith("Unsupported metadata_condition: conditions.1: '=' compares finite")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("operator", ["after", "before"])
+@pytest.mark.parametrize("seconds", [1e20, -1e20, 10**20, -(10**20)])
+def test_unix_seconds_beyond_the_calendar_answer_400_3002_naming_the_condition(
+    dify, tagged, operator, seconds
+):
+    condition = {
+        "conditions": [{"name": "upload_date", "comparison_operator": operator, "value": seconds}]
+    }
+    response = dify.post(URL, body(tagged.pk, metadata_condition=condition), format="json")
+    message = dify_error(response, 400, 3002)
+    assert "conditions.0: Unix seconds from the year 1 to 9999" in message
+
+
+@pytest.mark.django_db
+def test_a_json_number_beyond_a_float_answers_400_3001_naming_the_field(dify, tagged):
+    condition = {"conditions": [{"name": "n", "comparison_operator": "=", "value": 123.25}]}
+    text = json.dumps(body(tagged.pk, metadata_condition=condition)).replace("123.25", "1e999")
+    response = dify.post(URL, text, content_type="application/json")
+    message = dify_error(response, 400, 3001)
+    assert message == (
+        "Invalid request: metadata_condition.conditions.0.value: A finite number is required."
+    )
+
+
 # ------------------------------------------------------------------ pure mapping
 
 
@@ -242,6 +282,10 @@ def test_condition_mapping():
         {"conditions": [{"name": "title", "comparison_operator": "before", "value": "2024-01-01"}]},
         {"conditions": [{"name": "upload_date", "comparison_operator": "after", "value": "soon"}]},
         {"conditions": [{"name": "", "comparison_operator": "is", "value": "a"}]},
+        {"conditions": [{"name": "n", "comparison_operator": "=", "value": "nan"}]},
+        {"conditions": [{"name": "n", "comparison_operator": "=", "value": "1e999"}]},
+        {"conditions": [{"name": "created_at", "comparison_operator": "after", "value": 1e20}]},
+        {"conditions": [{"name": "created_at", "comparison_operator": "before", "value": -1e20}]},
         {
             "logical_operator": "or",
             "conditions": [

@@ -1,10 +1,13 @@
 """One error shape everywhere, including what DRF and Django answer themselves, and rate limits
 per API key."""
 
+import json
+
 import pytest
 from rest_framework.test import APIClient
 
 from retrieval.search import RAGService
+from tenancy.api.parsers import JSONRefused, loads
 from tests.api.conftest import API, bearer, error_of
 
 pytestmark = pytest.mark.django_db
@@ -78,3 +81,56 @@ def test_unknown_api_paths_answer_json_to_every_method(tenant, member):
         response = getattr(client, method)(f"{API}/documents/-1/reprocess")
         assert response.status_code == 404, method
         assert error_of(response)["code"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 10_000 + "]" * 10_000, '{"a":' * 10_000 + "1" + "}" * 10_000],
+    ids=["arrays", "objects"],
+)
+def test_a_body_nested_ten_thousand_deep_answers_400(client, kb, text):
+    response = client.post(
+        f"{API}/knowledge-bases/{kb.pk}/search", text, content_type="application/json"
+    )
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["code"] == "parse_error"
+    assert error["message"] == ("JSON parse error - Arrays and objects are nested at most 64 deep.")
+
+
+def test_nesting_is_read_up_to_sixty_four_deep():
+    assert loads("[" * 64 + "]" * 64) == json.loads("[" * 64 + "]" * 64)
+    with pytest.raises(JSONRefused, match="nested at most 64 deep"):
+        loads("[" * 65 + "]" * 65)
+    with pytest.raises(JSONRefused, match="nested at most 64 deep"):
+        loads('{"a":' * 65 + "1" + "}" * 65)
+
+
+def test_a_number_beyond_a_float_answers_400_naming_its_field(client, kb):
+    text = '{"query": "pump", "filters": {"metadata": {"revs": [1, 1e999]}}}'
+    response = client.post(
+        f"{API}/knowledge-bases/{kb.pk}/search", text, content_type="application/json"
+    )
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["code"] == "invalid"
+    assert error["message"] == "filters.metadata.revs.1: A finite number is required."
+    assert error["details"]["fields"] == {
+        "filters": {"metadata": {"revs": {"1": ["A finite number is required."]}}}
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "field"),
+    [
+        ("knowledge-bases/{kb}/search", '{"query": "pump", "mode": "\\ud800"}', "mode"),
+        ("knowledge-bases/{kb}/documents/delete", '{"status": ["\\ud800"]}', "status.0"),
+    ],
+)
+def test_an_unpaired_surrogate_quoted_back_in_an_error_is_rendered(client, kb, path, text, field):
+    """UTF-8 cannot encode the message quoting it; the answer escapes it instead."""
+    response = client.post(f"{API}/{path.format(kb=kb.pk)}", text, content_type="application/json")
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["message"] == f'{field}: "\ud800" is not a valid choice.'
+    assert b'"\\"\\ud800\\" is not a valid choice."' in response.content

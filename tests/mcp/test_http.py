@@ -222,6 +222,56 @@ def test_bad_arguments_get_the_rest_api_message(live, tenant, make_key):
     assert error_of(unknown)["code"] == "unknown_tool"
 
 
+def test_bodies_that_are_not_json_the_api_takes_answer_400_with_a_parse_error(
+    live, tenant, make_key
+):
+    """What the SDK's own reading failed on (a server error) or took for null (NaN) is
+    refused as the REST API refuses it, with the parse error the SDK answers to bad JSON."""
+    kb = make_manuals(tenant)
+    key = make_key(tenant, scopes=("read",))
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+
+    def call(arguments: str) -> str:
+        return (
+            '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
+            f'{{"name": "search", "arguments": {arguments}}}}}'
+        )
+
+    search = f'"query": "{QUERY}", "knowledge_base_ids": [{kb.pk}]'
+    bodies = {
+        "arrays 10,000 deep": ("[" * 10_000 + "]" * 10_000).encode(),
+        "objects 10,000 deep": ('{"a":' * 10_000 + "1" + "}" * 10_000).encode(),
+        "not UTF-8": call('{"query": "@@"}').encode().replace(b"@@", b"\xff\xfe"),
+        "NaN": call(f'{{{search}, "score_threshold": NaN}}').encode(),
+        "1e999": call(f'{{{search}, "filters": {{"metadata": {{"rev": 1e999}}}}}}').encode(),
+        # named in the message by a key UTF-8 cannot encode
+        "1e999 at \\ud800": call(
+            f'{{{search}, "filters": {{"metadata": {{"\\ud800": 1e999}}}}}}'
+        ).encode(),
+    }
+    messages = {}
+    for name, body in bodies.items():
+        response = httpx.post(live.mcp_url, content=body, headers=headers, timeout=60)
+        assert response.status_code == 400, (name, response.text[:300])
+        error = response.json()["error"]
+        assert error["code"] == -32700, (name, error)
+        messages[name] = error["message"]
+    assert "nested at most 64 deep" in messages["arrays 10,000 deep"]
+    assert "nested at most 64 deep" in messages["objects 10,000 deep"]
+    assert "utf-8" in messages["not UTF-8"]
+    assert "NaN" in messages["NaN"]
+    assert messages["1e999"] == (
+        "Parse error: params.arguments.filters.metadata.rev: A finite number is required."
+    )
+    assert messages["1e999 at \\ud800"] == (
+        "Parse error: params.arguments.filters.metadata.\ud800: A finite number is required."
+    )
+
+
 def test_a_revoked_or_unknown_key_is_refused(live, tenant, make_key):
     key = make_key(tenant, scopes=("read",))
     revoke_api_key(tenant=tenant, api_key=ApiKey.objects.get(tenant=tenant))

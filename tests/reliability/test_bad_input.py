@@ -146,6 +146,27 @@ def test_a_file_over_the_size_limit_answers_413(client, kb, untouched, settings)
     assert not Document.objects.filter(knowledge_base=kb, original_filename="big.txt").exists()
 
 
+@pytest.mark.parametrize(
+    ("metadata", "field", "message"),
+    [
+        ('{"revision": 1e999}', "metadata.revision", "A finite number is required."),
+        ('{"a": ' * 10_000 + "1" + "}" * 10_000, "metadata", "nested at most 64 deep"),
+        ("[" * 10_000 + "]" * 10_000, "metadata", "nested at most 64 deep"),
+    ],
+    ids=["beyond a float", "objects 10,000 deep", "arrays 10,000 deep"],
+)
+def test_metadata_json_a_form_cannot_store_is_refused_naming_it(
+    client, kb, untouched, metadata, field, message
+):
+    documents_before = Document.objects.filter(knowledge_base=kb).count()
+    response = upload(client, kb.pk, named_file("notes.txt", "Valve V-7 text."), metadata=metadata)
+    assert response.status_code == 400, response.content[:300]
+    error = error_of(response)
+    assert error["code"] == "invalid"
+    assert error["message"].startswith(f"{field}: ") and message in error["message"]
+    assert Document.objects.filter(knowledge_base=kb).count() == documents_before
+
+
 # --------------------------------------------------------------------------- hostile file names
 
 
