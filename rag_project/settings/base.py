@@ -1,7 +1,8 @@
 """Settings shared by every profile, read from the environment (django-environ).
 
 Profiles: ``development`` (the default of manage.py), ``production`` (refuses to start without a
-real ``SECRET_KEY``) and ``test``. Every variable is listed in docs/configuration.md.
+real ``SECRET_KEY``) and ``test``. Every variable read here is documented in
+docs/configuration.md with its default (tests/foundation/test_settings.py checks).
 """
 
 import os
