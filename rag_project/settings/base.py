@@ -474,6 +474,9 @@ SPECTACULAR_SETTINGS = {
     "PATH_CONVERTER_OVERRIDES": {
         "id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1},
     },
+    # A request serializer without a docstring of its own is described by its fields, not by
+    # the docstring of the base class that builds them (tenancy.api.fields).
+    "GET_LIB_DOC_EXCLUDES": "tenancy.api.fields.schema_doc_excludes",
     "ENUM_NAME_OVERRIDES": {
         "DocumentStatusEnum": "knowledge.models.Document.Status",
         "ApiKeyScopeEnum": "tenancy.models.ApiKey.Scope",
