@@ -18,9 +18,9 @@ A plain function returning a dict, so the `bench bm25` management command can ad
 (Redis) and L3 (PostgreSQL) load times of the same payload and print JSON. Timings are medians:
 the machine is shared, and a median of repeated runs is what survives the noise.
 
-The payload is compressed with zlib level `PAYLOAD_ZLIB_LEVEL` = 1. Measured at 100k documents,
-levels 1-6 inflate equally fast (~0.13 s, the output size sets the cost) and level 6 is only ~6%
-smaller, but it takes about 2.5x longer to compress, which a rebuild pays while others wait.
+The payload is compressed with zlib level `PAYLOAD_ZLIB_LEVEL` = 1: levels 1-6 inflate equally
+fast (the output size sets the cost) and the higher levels make the payload only a little
+smaller, but compress several times slower, which a rebuild pays while others wait.
 """
 
 from __future__ import annotations

@@ -97,8 +97,8 @@ from tenancy.services import create_api_key
 
 WINDOW_S = 10.0
 # A change's own work (the writer's upload and deletion, the Celery worker processing the upload
-# and building two BM25 versions, each web process catching up with both) ran within ~0.4 s
-# of the change's start at 300k chunks (docs/performance.md, "Session 14"): searches that
+# and building two BM25 versions, each web process catching up with both) runs in the first
+# fraction of a second after the change begins (docs/performance.md, "Churn"): searches that
 # begin within this long after a change began are reported apart from the others.
 CHANGE_WINDOW_S = 0.5
 PROBE_POLL_S = 0.02
@@ -174,7 +174,7 @@ def bench_churn(options: dict[str, Any]) -> dict[str, Any]:
                     redis_client=shared_client(settings.REDIS_URL),
                 )
                 # The quiet phase is the peer of a steady deployment: not the worker's warm-up
-                # (loading the model and indexes took ~0.6 cores for seconds).
+                # (loading the model and indexes takes much of a core for seconds).
                 worker_warm_s = wait_until_idle(cpu.parts["worker"])
                 run = _Run(searcher, kb, queries, options, web_pids, cpu, writer)
                 gauge_before = machine_gauge_ms()
@@ -234,8 +234,7 @@ def _searchers(tenant, kb, options: dict[str, Any]):
             def search(query: str, mode: str, top_k: int = 5) -> tuple[list[int], float]:
                 # The standard library's client, a connection per request: gunicorn's sync
                 # workers close each one after answering anyway, and the clients share the
-                # server's cores, where httpx's client took 0.93 ms of CPU a search against
-                # 0.51 (docs/performance.md, "Session 17").
+                # server's cores, so the lightest client leaves the most of them to it.
                 body = json.dumps({"query": query, "mode": mode, "top_k": top_k})
                 conn = http.client.HTTPConnection(host, int(port), timeout=60)
                 try:

@@ -2,10 +2,9 @@
 1/R seconds, through the same services the API calls (``create_document``, ``delete_document``).
 
 It runs apart from the searching clients, as a deployment's uploads come from other programs:
-the clients' process only searches and times its searches, and the writer's CPU is reported
-on its own. (In the clients' interpreter, the upload and deletion, ~18 and ~46 ms of Python
-under load, held the lock the client threads need to take their answers; moving them out
-changed no figure beyond noise, churn p99 115 ms both ways.)
+the clients' process only searches and times its searches, its interpreter lock is never held
+by an upload or a deletion while a client thread waits to take its answer, and the writer's CPU
+is reported on its own.
 
 Protocol (``bench.churn._writer`` starts it, ``_Run._churn`` speaks to it): started with
 ``python -m bench.churn_writer KB_ID SEED``, it loads Django, reads the knowledge base's

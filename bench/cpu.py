@@ -31,10 +31,10 @@ GAUGE_REPEATS = 5
 def machine_gauge_ms(repeats: int = GAUGE_REPEATS) -> float:
     """How fast this machine runs Python right now: the CPU time (ms, the least of ``repeats``)
     of a fixed piece of pure-Python work shaped like a request's (dicts, small objects, method
-    calls, JSON, string splitting). The same code's figures follow it: on this project's shared
-    2-core machine the piece took 54-101 ms within one hour, and the same search cost the web
-    workers 6.0 ms of CPU in one ``bench churn`` run and 7.6 ms in the next. ``bench churn``
-    reports it before and after its run, so runs are compared on like machines. CPU time, not
+    calls, JSON, string splitting). The same code's figures follow it: a shared machine's speed
+    moves within minutes, and the CPU a search costs moves with it (docs/performance.md).
+    ``bench churn`` reports it before and after its run, so runs are compared on like machines.
+    CPU time, not
     wall time: waiting for a core does not count, a slower core does."""
     best = float("inf")
     for _ in range(repeats):

@@ -15,7 +15,7 @@ vector files is what the host holds for them; the target is at most 1.2x one cop
 each worker holds a private copy (the vectors live in anonymous memory then: its RSS
 growth is reported as ``private_matrix_bytes``). With host files the same key holds what the
 first searches added besides the mapped files, none of it vectors (warming is off here, so
-that includes numba's compiled loops: ~43 MB of LLVM's memory in a bare process).
+that includes numba's compiled loops, LLVM's memory).
 """
 
 from __future__ import annotations

@@ -26,10 +26,11 @@ those paragraphs:
   shaped noise until its cosine to that chunk is one of those measured cosines (drawn at
   random), so queries come from the distribution of the chunks they are about.
 
-Fitting embeds the sample (~20 s on two cores) once: the fitted parameters are cached as a
-small ``.npz`` under ``RAG_DATA_DIR/bench/``, named by the sample's, model's and fit's hash.
-Everything drawn afterwards comes from a seeded numpy Generator. ``realism`` compares the real
-sample with as many generated vectors: nearest-neighbour cosine and random-pair cosine.
+Fitting embeds the sample once (the model's time for 1,155 paragraphs): the fitted parameters
+are cached as a small ``.npz`` under ``RAG_DATA_DIR/bench/``, named by the sample's, model's
+and fit's hash. Everything drawn afterwards comes from a seeded numpy Generator. ``realism``
+compares the real sample with as many generated vectors: nearest-neighbour cosine and
+random-pair cosine.
 """
 
 from __future__ import annotations

@@ -26,9 +26,10 @@ Beside the service, in the same run:
   ``exact_vector_search`` (pgvector's exact scan of the same rows): recall@10 and latency, and
   the matrix's cold load (with the IVF's build: ``ivf_*`` keys);
 - with ``--skip-hnsw``, for sizes where HNSW's build and pgvector's exact scans outlast a run
-  (1M chunks: ~40 minutes, ~8 s a query): no HNSW index (the fill runs without it, no
-  ``hnsw_*`` figures), and the vector leg against the exact scan of the same in-memory matrix
-  (``vector_recall_truth``: ``matrix``, not ``pgvector``);
+  (at 1M chunks the build alone does, and pgvector's exact scan takes seconds a query): no
+  HNSW index (the fill runs without it, no ``hnsw_*`` figures), and the vector leg against the
+  exact scan of the same in-memory matrix (``vector_recall_truth``: ``matrix``, not
+  ``pgvector``);
 - our BM25 index against ``rank_bm25.BM25Okapi`` on the knowledge base's own tokens (build time
   and query latency, on a few queries since rank_bm25 scores every chunk in Python);
 - the embedding provider's own time per query (``HashEmbedder.embed_query``, uncached), which
@@ -239,8 +240,8 @@ def _vector_index_exists() -> bool:
 def _drop_vector_index_if_unused() -> bool:
     """Leave the data directory as the run found it: the HNSW index this run created goes when
     no chunk of its dimension is left (True: there is no index now). Kept, a later run's COPY
-    would insert 300k rows into it one graph insertion at a time (over 7 minutes at 100k,
-    against ~40 s for the fill and 90 s for building the index afterwards)."""
+    would insert 300k rows into it one graph insertion at a time, many times as long as the
+    fill and a build of the index afterwards together."""
     if not _vector_index_exists():  # also a database never migrated: nothing to undo
         return True
     with connection.cursor() as cursor:

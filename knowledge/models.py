@@ -223,8 +223,8 @@ class Document(models.Model):
             GinIndex(fields=["metadata"], name="document_metadata_gin"),
             # The searchable documents' stamps, read after every change by each process
             # catching up (retrieval.vector.stamps) and by the index builds
-            # (retrieval.bm25store.build): an index-only scan, 15k documents in ~1.4 ms against
-            # ~3.5 ms over the table. The condition is knowledge.selectors.SEARCHABLE_DOCUMENT.
+            # (retrieval.bm25store.build): an index-only scan of a few pages instead of a scan of
+            # the table. The condition is knowledge.selectors.SEARCHABLE_DOCUMENT.
             models.Index(
                 fields=["tenant", "knowledge_base", "id"],
                 include=["processed_at", "analyzer_version", "chunk_count"],

@@ -61,8 +61,8 @@ _KNOWLEDGE_BASES_BY_ID = (
 def knowledge_bases_by_id(tenant: Tenant, ids: list[int]) -> dict[int, KnowledgeBase]:
     """The tenant's knowledge bases among ``ids``, by id (a foreign or missing one is absent).
     Every search reads them first: as one raw query on a plain cursor (``rag_project.rawsql``),
-    0.15 ms of CPU against 0.27 through Manager.raw and 1.43 through the ORM (most of that
-    compiling the query)."""
+    which spares the ORM compiling the query and ``Manager.raw`` mapping its columns again on
+    every request."""
     with connection.prepared_cursor() as cursor:
         cursor.execute(_KNOWLEDGE_BASES_BY_ID, [tenant.pk, list(ids)])
         rows = cursor.fetchall()

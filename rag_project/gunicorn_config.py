@@ -6,14 +6,13 @@ gunicorn ends every connection with ``util.close_graceful``: it half-closes, the
 the client closes its side too (up to 2 s), reading and discarding what it sends meanwhile
 (RFC 9112 section 9.6: closing with unread request data in the receive buffer makes the kernel
 send a reset, which can cut off the response before the client has read it). A sync worker
-serves one connection at a time, so it took no new request until the client had read the
-answer and closed: under ``bench churn``'s 8 clients on the 2-core machine, 6.5% of each web
-worker's time went to that wait, and the searches queued behind it. ``close_when_done`` keeps
-the linger for the case it is for, a client still sending (an answer sent before the whole
-request body was read: the bytes already arrived are the sign), and otherwise closes at once:
-the whole request was read and ``Connection: close`` told the client to send nothing more, so
-nothing is left to reset. Measured with ``bench churn --chunks 300000 --docs-per-s 1
---seconds 120`` (docs/performance.md, session 28).
+serves one connection at a time, so it would take no new request until the client had read
+the answer and closed, and the requests queued behind it would wait that long: a remote client's
+close comes a round trip after the answer. ``close_when_done`` keeps the linger for the case it
+is for, a client still sending (an answer sent before the whole request body was read: the bytes
+already arrived are the sign), and otherwise closes at once: the whole request was read and
+``Connection: close`` told the client to send nothing more, so nothing is left to reset. What it
+is worth: docs/performance.md, "Figures behind choices in the code".
 """
 
 from __future__ import annotations

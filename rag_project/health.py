@@ -19,7 +19,7 @@ only ingestion waits for one.
 answered, no slower than a cold one), but a deployment that wants first searches fast can wait
 for ``warm`` before routing traffic. ``heap`` says how this process's long-lived objects are
 kept out of full garbage collections (``rag_project.heap``) and how long its full collections
-took. Both are this process's own and read afresh on every call.
+last. Both are this process's own and read afresh on every call.
 """
 
 from __future__ import annotations

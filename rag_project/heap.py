@@ -4,10 +4,10 @@ CPython's cyclic collector walks every container object of the generation it col
 (generation 2) collection walks all of them, and the process does nothing else meanwhile (the
 GIL is held throughout). A warm web process holds ~615k such objects, almost all for as long as
 it lives: Django's and the libraries' modules, classes and functions (~225k) and the local
-embedding model (PyTorch and transformers, ~390k). Measured on the 2-core benchmark machine
-(2026-11-24): a full collection took 405 ms (174 ms before the model loaded), and under
-8 searching clients each gunicorn worker ran one every ~30 s: a 370-470 ms stall of half the
-web tier, which every search queued behind it waited out.
+embedding model (PyTorch and transformers, ~390k). A full collection of such a heap stalls the
+process for hundreds of milliseconds, and under load each worker runs one every few tens of
+seconds: every search queued behind it waits it out (figures: docs/performance.md, "Figures
+behind choices in the code").
 
 So a serving process **freezes** its long-lived heap (``gc.freeze``: the objects move to the
 permanent generation, which collections skip):

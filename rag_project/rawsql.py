@@ -1,9 +1,9 @@
-"""Helpers for the few queries on the search path written as raw SQL (the ORM compiling them
-again on every request cost more CPU than running them; see docs/performance.md, session 9).
+"""Helpers for the few queries on the search path written as raw SQL: the ORM compiles them
+again on every request, which costs more CPU than running them.
 
 ``Columns`` reads a model's rows from a plain cursor: ``Manager.raw`` would do the same, but it
 asks the cursor for its description, matches the columns to fields and builds the converters
-again on every query (0.27 against 0.15 ms of CPU for a knowledge base, of a search's ~6 ms).
+again on every query (figures: docs/performance.md, "Figures behind choices in the code").
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ _KEY, _TENANT = Columns(ApiKey, "k"), Columns(Tenant, "t")
 _RESTRICTION = ApiKey.knowledge_bases.through._meta.db_table
 # The key (its ``restricted`` among its columns), its tenant and its knowledge-base restriction
 # rows (read by allowed_knowledge_base_ids) in one round trip, on every request authenticated by
-# a key. Raw SQL: the ORM's query (select_related, an ArraySubquery) took ~1.8 ms of CPU, most of
-# it compiling it.
+# a key. Raw SQL: the ORM would compile its query (select_related, an ArraySubquery) again on
+# every request, which costs more than running it (rag_project.rawsql).
 _FIND_KEY = (
     f"SELECT {_KEY.sql}, {_TENANT.sql}, "  # noqa: S608
     f"ARRAY(SELECT r.knowledgebase_id FROM {_RESTRICTION} r WHERE r.apikey_id = k.id)"
@@ -49,10 +49,10 @@ _FIND_KEY = (
 class Joined:
     """A row of another app's table read in the key's own query (``find_api_key``): the row
     whose id is ``pk`` when it belongs to the key's tenant. A request that names the row it
-    will read in its URL (a search names its knowledge base) saves a round trip to PostgreSQL
-    with it: 0.26 ms of the web process's CPU and 0.07 ms of PostgreSQL's a search (docs/
-    performance.md, "Session 27"). ``columns`` (``Columns``, alias ``j``) are the row's; its
-    table has ``id`` and ``tenant_id``. Keeps this app free of the others' models."""
+    will read in its URL (a search names its knowledge base) reads it with the key, one query
+    and one round trip to PostgreSQL instead of two (what that saves a search:
+    docs/performance.md). ``columns`` (``Columns``, alias ``j``) are the row's; its table has
+    ``id`` and ``tenant_id``. Keeps this app free of the others' models."""
 
     columns: Columns
     pk: int

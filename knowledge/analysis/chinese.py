@@ -68,9 +68,9 @@ def segment_han(run: str) -> Iterable[str]:
 
     Runs longer than ``MAX_JIEBA_RUN`` are segmented in windows of that length. jieba's HMM
     copies its Viterbi paths at every character, so a long stretch of characters that form no
-    dictionary word costs quadratic time: 100 000 of them took 30 s in one call. Punctuation
-    already ends a run, so real sentences stay far below the limit; only unpunctuated walls of
-    text are cut, at the same places in every analysis.
+    dictionary word costs time quadratic in its length. Punctuation already ends a run, so real
+    sentences stay far below the limit; only unpunctuated walls of text are cut, at the same
+    places in every analysis.
     """
     jieba = load_jieba()
     if jieba is None:

@@ -6,14 +6,12 @@ sentence-transformers). Loaded once per process; vectors are L2-normalised so co
 pgvector equals the model's own similarity.
 
 Threads: a batch of fewer than ``SMALL_BATCH`` texts (a query, a short document) runs on one
-torch thread, a larger one on torch's default (a thread per core). On the 2-core machine, one
-chunk took 9 ms of wall time and 17 ms of CPU on two threads against 11.5 ms of both on one;
-with two other busy processes beside it, 22.5 ms median and 202 ms at worst on two threads
-against 16 and 31 ms on one, since a parallel region waits for a second core the web
-processes hold. 64 chunks of 200 words took 2.3 s on two threads and 3.8 s on one, so bulk
-ingestion keeps them. The count is changed only when the class of batch changes, because
-``torch.set_num_threads`` costs ~6 ms a call: a stream of small documents or queries stays on
-one thread.
+torch thread, a larger one on torch's default (a thread per core). A small batch gains little
+from a second thread and costs more CPU on it, and beside busy processes a parallel region
+waits for a second core the web processes hold, which makes its worst case many times its
+median; a large batch is faster on every core, so bulk ingestion keeps them. The count is
+changed only when the class of batch changes, because ``torch.set_num_threads`` is not free: a
+stream of small documents or queries stays on one thread (figures: docs/performance.md).
 """
 
 from __future__ import annotations

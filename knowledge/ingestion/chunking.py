@@ -138,7 +138,8 @@ class _OffsetSplitter(RecursiveCharacterTextSplitter):
     keeping it at the end, recurse into splits still too long) on `_Piece`s, langchain's own
     `_merge_splits` packs them with the overlap, and `_join_docs` keeps the offset when it joins
     and strips. Runs with no separator at all are cut into fixed windows directly, which is what
-    merging them character by character amounts to, without its cost (1 s per MB).
+    merging them character by character amounts to, without its cost (a Python step per
+    character).
     """
 
     def split_pieces(self, text: str) -> list[_Piece]:

@@ -101,9 +101,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def prepared_cursor(self):
         """A cursor for the search path's few hot queries (``rag_project.rawsql``): each runs
         as a prepared statement of this persistent connection, parsed and planned once per
-        connection instead of on every request. Measured by interleaving blocks of searches in
-        one process (300k chunks, docs/performance.md, "Session 24"): PostgreSQL's CPU per
-        search 0.93-1.18 -> 0.36-0.48 ms, the web process's -4.1 to -4.8%.
+        connection instead of on every request: parsing and planning, not running, are most of
+        what these short queries cost the server (figures: docs/performance.md, "Figures
+        behind choices in the code").
 
         Django's own cursors bind parameters in the client and never prepare (the ORM's SQL
         is not written for server-side binding, and Django turns prepared statements off so

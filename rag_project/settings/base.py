@@ -1,7 +1,8 @@
 """Settings shared by every profile, read from the environment (django-environ).
 
 Profiles: ``development`` (the default of manage.py), ``production`` (refuses to start without a
-real ``SECRET_KEY``) and ``test``. Every variable is listed in docs/configuration.md.
+real ``SECRET_KEY``) and ``test``. Every variable read here is documented in
+docs/configuration.md with its default (tests/foundation/test_settings.py checks).
 """
 
 import os
@@ -151,18 +152,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # long tasks: do not hoard work another w
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="rag")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Celery's Django fixup closes every database connection before and after each task unless
-# this is set, and a new PostgreSQL connection costs ~4 ms of the server's CPU (a backend
-# forked, its caches warmed) and ~1 ms in the worker: several per document processed, paid
-# beside the searches. The worker keeps its connections by the web processes' rule instead
-# (CONN_MAX_AGE, health checks, a broken one dropped; rag_project.celery closes old
-# connections around every task), and Celery still recycles them after this many tasks.
+# this is set, and a new PostgreSQL connection costs the server a forked backend whose caches
+# start cold, many times the queries a task runs on it: several per document processed, paid
+# beside the searches (docs/performance.md, "Figures behind choices"). The worker keeps its
+# connections by the web processes' rule instead (CONN_MAX_AGE, health checks, a broken one
+# dropped; rag_project.celery closes old connections around every task), and Celery still
+# recycles them after this many tasks.
 CELERY_DB_REUSE_MAX = 1000
 # A Celery worker lowers its CPU priority by this many nice steps when it starts (0: as the web
 # processes; at most 19): where it shares cores with web processes, the searches beside a
-# change come first and its processing and index builds fill the time they leave. At 5 a
-# worker busy beside two saturated web processes on 2 cores still gets ~0.28 cores (CFS
-# weights 335 against 1024 each); at 10 (weight 110) it falls behind on merges
-# (docs/performance.md). Nice orders processes within one scheduling group
+# change come first and its processing and index builds fill the time they leave. At 5 (CFS
+# weight 335 against the web processes' 1024) a busy worker still gets enough of saturated
+# cores to keep up with merges; at 10 (weight 110) it falls behind on them, and searches then
+# run over more segments (docs/performance.md). Nice orders processes within one scheduling group
 # (docs/configuration.md). Only the worker's own processes are lowered: the database server's
 # priority is its operator's to set.
 WORKER_NICE = env.int("WORKER_NICE", default=5)
@@ -285,7 +287,7 @@ LOGGING = {
 }
 
 # --- BM25 store
-# L1: each process keeps recently used BM25 indexes up to this many bytes (BM25Index.nbytes;
+# L1: each process keeps recently used BM25 views up to this many bytes (their ``nbytes``;
 # sizes per corpus size in docs/performance.md).
 BM25_L1_MAX_BYTES = env.int("BM25_L1_MAX_BYTES", default=512 * 1024 * 1024)
 # L2: compressed, signed payloads in Redis expire after this long (L3 in PostgreSQL stays).
@@ -300,9 +302,9 @@ BM25_BUILD_WAIT_S = env.float("BM25_BUILD_WAIT_S", default=30.0)
 BM25_STALE_WAIT_S = env.float("BM25_STALE_WAIT_S", default=1.0)
 # After a change, a search process holding an older complete view answers from it for up to
 # this long while the Celery worker builds the new version (0: the first search builds it).
-# 1 s: a new document must be searchable within 2 s of being ready, and the one worker, busy
-# embedding uploads and merging, reached a build 2.3-3.2 s late in most `bench churn` runs
-# with 5 s (docs/performance.md, session 9).
+# A new document should be searchable within 2 s of being ready, and a busy worker (embedding
+# uploads, merging) can reach a build seconds late: past this a search process builds the
+# version itself, so the deferral must stay well inside those 2 s.
 BM25_DEFER_BUILD_S = env.float("BM25_DEFER_BUILD_S", default=1.0)
 # Meanwhile a search process asks L2 and L3 for the new version at most this often (each ask
 # is a Redis and a PostgreSQL round trip; 0: every search asks), so it finds the stored version
@@ -311,9 +313,9 @@ BM25_RECHECK_S = env.float("BM25_RECHECK_S", default=0.05)
 # Segments a merge folded away are deleted from L3 this long after (a build that started from
 # the older manifest may still name them).
 BM25_SEGMENT_GRACE_S = env.float("BM25_SEGMENT_GRACE_S", default=600.0)
-# Searches run BM25's query loops compiled by numba (retrieval.bm25.kernels: ~half the numpy
-# path's time, the same bits), loaded by the warm-up or in the background after the first
-# search; ~0.8 s and ~50 MB of private memory per process. False: numpy only.
+# Searches run BM25's query loops compiled by numba (retrieval.bm25.kernels: faster than the
+# numpy path, the same bits), loaded by the warm-up or in the background after the first
+# search, at a cost in memory and start-up per process (docs/performance.md). False: numpy only.
 BM25_COMPILED = env.bool("BM25_COMPILED", default=True)
 # Serving processes (web, Celery workers) load the analyser, embedding models and the largest
 # knowledge bases' indexes at start-up in the background (retrieval.warmup); /healthz says how
@@ -370,23 +372,25 @@ VECTOR_HOST_MAX_BYTES = env.int(
 # A host file of at least this many rows is written with an inverted file (IVF): k-means lists
 # of ~2 sqrt(rows), the rows stored list by list, and an unfiltered search scores the nearest
 # lists only, as many as give mean recall@10 >= VECTOR_IVF_TARGET_RECALL against the exact scan
-# on the knowledge base's own rows (calibrated when the file is written). The exact scan costs
-# ~150 ms at 1M chunks of 384 dimensions. 0: always exact. See retrieval/vector/ivf.py.
+# on the knowledge base's own rows (calibrated when the file is written). The exact scan grows
+# with the rows and passes a search's latency budget well before 1M chunks of 384 dimensions.
+# 0: always exact. See retrieval/vector/ivf.py.
 VECTOR_IVF_MIN_ROWS = env.int("VECTOR_IVF_MIN_ROWS", default=300_000)
-# 0.98, not 0.97: on the benchmark's generated vectors a calibrated 0.97 gave 0.959 at 300k and
-# 0.962 at 1M to the benchmark's queries, too near 0.95; 0.98 gave 0.966 at 300k for ~1 ms more
-# (29 -> 37 of 1,095 lists; docs/performance.md). On real embeddings it errs towards recall.
+# 0.98, not 0.97: a target calibrated on the knowledge base's own rows gives real queries a
+# little less, and 0.97 left the benchmark's queries too near 0.95 for a few more lists probed
+# (docs/performance.md, "Which path serves which size"). On real embeddings it errs towards
+# recall.
 VECTOR_IVF_TARGET_RECALL = env.float("VECTOR_IVF_TARGET_RECALL", default=0.98)
 # An IVF base also stores int8 codes of its rows (a quarter of their bytes, on the host's disk
 # and page cache beside them); a search bounds the probed rows' scores from the codes and scores
-# exactly only those that can reach its top k: the same top k, ~2.6x less CPU at 300k chunks
+# exactly only those that can reach its top k: the same top k for a fraction of the rows scored
 # (numba's loops; until they are loaded, every probed row scored). false: neither written nor used.
 VECTOR_IVF_CODES = env.bool("VECTOR_IVF_CODES", default=True)
 # With codes, an IVF base stores its rows as float16: half the bytes (with the codes, 0.75x of
 # the float32 rows on the host instead of 1.25x). A score is then the cosine with the row
 # rounded to float16, within 2^-11 (4.9e-4) of the float32 row's; the top k is that of the
-# rounded rows. Without codes the rows stay float32: numpy converts float16 at ~4x the cost of
-# a float32 product, which the codes spare all but ~limit rows. false: float32 rows (bases
+# rounded rows. Without codes the rows stay float32: numpy converts float16 at several times the
+# cost of a float32 product, which the codes spare all but ~limit rows. false: float32 rows (bases
 # already written keep theirs until rewritten).
 VECTOR_IVF_FLOAT16 = env.bool("VECTOR_IVF_FLOAT16", default=True)
 # BLAS threads for one such scan: two nearly halve a large scan. With OPENBLAS_THREAD_TIMEOUT
@@ -395,10 +399,10 @@ VECTOR_IVF_FLOAT16 = env.bool("VECTOR_IVF_FLOAT16", default=True)
 VECTOR_SCAN_THREADS = env.int("VECTOR_SCAN_THREADS", default=2)
 # pgvector HNSW search beyond that budget (retrieval/vector/hnsw.py): the candidate list size
 # (at least the rows asked for) and how many index tuples an iterative scan may visit before it
-# gives up on filters. On the benchmark's generated vectors no ef_search up to 400 reached
-# recall@10 0.95 (m 16 / ef_construction 64); on 20k real paragraphs' embeddings ef 40 gave 0.97
-# and 100 gave 0.99. 200 is where more recall started costing more time than the search's
-# latency budget leaves (docs/performance.md, "Which path serves which size").
+# gives up on filters. Generated vectors are harder for the graph than real embeddings (no
+# ef_search the budget allows reaches recall@10 0.95 on them); 200 is where more recall costs
+# more time than a search's latency budget leaves (docs/performance.md, "Which path serves
+# which size").
 RAG_HNSW_EF_SEARCH = env.int("RAG_HNSW_EF_SEARCH", default=200)
 RAG_HNSW_MAX_SCAN_TUPLES = env.int("RAG_HNSW_MAX_SCAN_TUPLES", default=20000)
 RAG_RRF_K = env.int("RAG_RRF_K", default=60)
@@ -470,6 +474,9 @@ SPECTACULAR_SETTINGS = {
     "PATH_CONVERTER_OVERRIDES": {
         "id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1},
     },
+    # A request serializer without a docstring of its own is described by its fields, not by
+    # the docstring of the base class that builds them (tenancy.api.fields).
+    "GET_LIB_DOC_EXCLUDES": "tenancy.api.fields.schema_doc_excludes",
     "ENUM_NAME_OVERRIDES": {
         "DocumentStatusEnum": "knowledge.models.Document.Status",
         "ApiKeyScopeEnum": "tenancy.models.ApiKey.Scope",

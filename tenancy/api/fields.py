@@ -6,6 +6,7 @@ import copy
 import json
 import math
 
+from drf_spectacular.plumbing import get_lib_doc_excludes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -17,16 +18,19 @@ class FieldsOnceSerializer(serializers.Serializer):
     """A serializer whose declared fields are constructed once per class, not per instance.
 
     DRF deep-copies a serializer's declared fields for every instance, and deep-copying a field
-    runs its constructor again (validators included): 0.14 ms of CPU for the search body's 13
-    fields, ~3.5% of a search request's in the web process (docs/performance.md, "Session 27").
-    Here a class keeps one deep copy of them, made on first use, and each instance takes a
-    shallow copy of every leaf field: binding a field to its serializer only assigns the copy's
-    own attributes (name, parent, source, label), and validating reads the shared ones (its
-    validators, choices and messages). Fields with children (lists, dicts, nested serializers)
-    are deep-copied as DRF does, since their children are bound to them.
+    runs its constructor again (validators included), on every request. Here a class keeps one
+    deep copy of them, made on first use, and each instance takes a shallow copy of every leaf
+    field: binding a field to its serializer only assigns the copy's own attributes (name,
+    parent, source, label), and validating reads the shared ones (its validators, choices and
+    messages). Fields with children (lists, dicts, nested serializers) are deep-copied as DRF
+    does, since their children are bound to them. Validation gives the same data and errors
+    either way (tests/api/test_fields_once.py); what it saves a search request is in
+    docs/performance.md.
 
     For request bodies whose fields no code changes in place on an instance (DRF allows that;
-    a subclass that does must not use this class)."""
+    a subclass that does must not use this class). This docstring never describes a subclass in
+    the OpenAPI schema (``schema_doc_excludes``): a subclass describes itself or is described by
+    its fields."""
 
     def get_fields(self) -> dict[str, serializers.Field]:
         cls = type(self)
@@ -43,6 +47,14 @@ class FieldsOnceSerializer(serializers.Serializer):
 
 def _has_children(field: serializers.Field) -> bool:
     return isinstance(field, serializers.BaseSerializer) or hasattr(field, "child")
+
+
+def schema_doc_excludes() -> list[type]:
+    """Classes whose docstrings never describe a schema component (drf-spectacular's
+    ``GET_LIB_DOC_EXCLUDES``): DRF's own, and ``FieldsOnceSerializer``, whose docstring says how
+    its fields are made, which no reader of the API needs. drf-spectacular otherwise describes a
+    serializer without a docstring of its own by its nearest base's."""
+    return [*get_lib_doc_excludes(), FieldsOnceSerializer]
 
 
 def storable_json(value):

@@ -17,16 +17,16 @@ That keeps each client's request times as one list in the cache, read, trimmed, 
 and written back whole on every request. Two processes doing that at once both write their own
 copy, so one request is lost from the count and a client spread over several workers gets past
 its limit. The list also holds one entry per request in the window, so at a generous rate (the
-benchmarks run at 1,000,000/min) each request unpickled and pickled thousands of floats.
+benchmarks run at 1,000,000/min) each request would unpickle and pickle thousands of floats.
 
 Here each client's requests in the last period are a Redis sorted set of their times, trimmed,
 added to and counted by one Lua script (``_COUNT``): atomic across processes, one round trip
 per request, and the work (O(log n)) is Redis's, not a pickled list's. The window slides
 exactly, as DRF's does. A refused request is taken out again by the same script, which also
 reads when the oldest request leaves the window, so a client that waits ``Retry-After`` gets
-through, and is never told to wait longer than the period. (The script replaced a MULTI/EXEC
-pipeline of the same commands, which cost the web process 0.12 ms of CPU a request against
-0.09 ms: redis-py builds and parses a pipeline in Python; the refusal took a second one.)
+through, and is never told to wait longer than the period. One script rather than a MULTI/EXEC
+pipeline of the same commands: redis-py builds and parses a pipeline in Python, and taking a
+refusal out again would need a second round trip.
 """
 
 from __future__ import annotations

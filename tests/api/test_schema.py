@@ -1,11 +1,14 @@
 """The OpenAPI schema describes every endpoint, request and response, and Swagger UI shows it."""
 
+import inspect
 import io
 
 import pytest
 import yaml
 from django.core.management import call_command
 from rest_framework.test import APIClient
+
+from tenancy.api.fields import FieldsOnceSerializer
 
 pytestmark = pytest.mark.django_db
 
@@ -66,6 +69,16 @@ def test_every_operation_describes_its_bodies_errors_and_bearer_auth(schema):
                 if code.startswith("4") and not path.endswith("dify/retrieval"):
                     ref = response["content"]["application/json"]["schema"]["$ref"]
                     assert ref == "#/components/schemas/Error", (method, path, code)
+
+
+def test_no_request_body_is_described_by_the_base_class_that_builds_its_fields(schema):
+    """A serializer without a docstring of its own is described by its fields, not by
+    FieldsOnceSerializer's docstring (how fields are made, nothing a client can use)."""
+    components = schema["components"]["schemas"]
+    internal = inspect.cleandoc(FieldsOnceSerializer.__doc__)
+    assert [name for name, c in components.items() if c.get("description") == internal] == []
+    assert "description" not in components["SearchFiltersRequest"]
+    assert components["SearchOptionsRequest"]["description"].startswith("What every search")
 
 
 def test_the_schema_validates_without_warnings():

@@ -1,6 +1,7 @@
 """The search and context views send ``present``'s body as it is, not through the response
-serializers (which rebuilt an equal dict at ~1.1 ms a request): these check, over real searches
-of every shape, that the body is exactly what the serializers that document it render."""
+serializers (which would rebuild an equal dict on every request): these check, over real
+searches of every shape, that the body is exactly what the serializers that document it
+render."""
 
 from __future__ import annotations
 

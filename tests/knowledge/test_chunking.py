@@ -249,7 +249,7 @@ def test_a_megabyte_of_mixed_text_is_chunked_in_linear_time():
     chunks = chunk_document(doc, ChunkingConfig())
     elapsed = time.perf_counter() - started
 
-    # A guard against super-linear work (a quadratic chunker needs hours for 1 MB), not a speed
-    # claim: about 0.2 s on an idle machine, so a loaded one stays far below this ceiling.
+    # A guard against super-linear work (a quadratic chunker needs hours for 1 MB, a linear one
+    # a fraction of a second), not a speed claim: a loaded machine stays far below it.
     assert elapsed < 30, f"chunking 1 MB took {elapsed:.2f} s"
     assert_chunk_invariants(doc, chunks, ChunkingConfig())

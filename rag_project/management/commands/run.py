@@ -10,7 +10,7 @@ Its own processes' PostgreSQL connections carry the application name ``rag-run-<
 (``rag_project.embedded.redis_clients``), once its children have exited.
 
 The worker processes the demo documents after the server is up (``/healthz`` says ``warm``
-when the processes are, ~20 s on a fresh machine, before the documents are): the command prints
+when the processes are, well before the documents are, on a fresh machine): the command prints
 how many are ready as that changes, and says when the demo knowledge base can be searched.
 """
 
