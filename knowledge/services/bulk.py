@@ -206,8 +206,6 @@ def retry_failed_documents(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> 
     """Set every failed document of the knowledge base back to ``pending`` (one UPDATE) and
     queue a task that queues their processing; returns how many."""
     ensure_tenant(knowledge_base, tenant, "knowledge base")
-    from knowledge.tasks import queue_documents_task
-
     with transaction.atomic():
         failed = Document.objects.filter(
             tenant=tenant,
@@ -224,7 +222,7 @@ def retry_failed_documents(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> 
             updated_at=timezone.now(),
         )
         if ids:
-            enqueue(queue_documents_task, ids)
+            enqueue("knowledge.queue_documents", ids)
     return len(ids)
 
 
@@ -254,8 +252,6 @@ def request_deletion(
     ensure_tenant(knowledge_base, tenant, "knowledge base")
     if (document_ids is None) == (statuses is None):
         raise NothingSelected("Give either ids or status, not both and not neither.")
-    from knowledge.tasks import delete_requested_documents_task
-
     with transaction.atomic():
         kb = KnowledgeBase.objects.select_for_update().get(pk=knowledge_base.pk, tenant=tenant)
         rows = Document.objects.filter(
@@ -270,7 +266,7 @@ def request_deletion(
         if searchable:
             bump_index_version(kb)
         if count:
-            enqueue(delete_requested_documents_task, kb.pk)
+            enqueue("knowledge.delete_requested_documents", kb.pk)
     return count
 
 
@@ -300,8 +296,6 @@ def delete_requested_documents(knowledge_base_id: int) -> int:
 def reap_requested_deletions(now=None) -> list[int]:
     """Queue again the deletion of knowledge bases whose marked documents have waited longer
     than RAG_STUCK_AFTER_S (the task was lost, or its worker died)."""
-    from knowledge.tasks import delete_requested_documents_task
-
     cutoff = (now or timezone.now()) - timedelta(seconds=settings.RAG_STUCK_AFTER_S)
     kb_ids = sorted(
         set(
@@ -311,5 +305,5 @@ def reap_requested_deletions(now=None) -> list[int]:
         )
     )
     for kb_id in kb_ids:
-        enqueue(delete_requested_documents_task, kb_id)
+        enqueue("knowledge.delete_requested_documents", kb_id)
     return kb_ids

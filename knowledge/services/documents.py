@@ -24,6 +24,7 @@ from django.utils import timezone
 from knowledge.ingestion.parsing import FileTooLarge, FileType, ParseLimits, detect_file_type
 from knowledge.models import Document, KnowledgeBase
 from knowledge.selectors import hand_edits
+from knowledge.services.dispatch import request_dispatch
 from knowledge.services.knowledge_bases import bump_index_version
 from tenancy.errors import DomainError, ErrorKind, ensure_tenant
 from tenancy.models import Tenant
@@ -311,8 +312,6 @@ def enqueue_processing(document_id: int) -> None:
     the fair dispatcher (``knowledge.services.dispatch``), asked to run once the current
     transaction commits, sends it to a worker in its tenant's turn. If the broker cannot be
     reached the document keeps waiting and the reaper's beat dispatches it: nothing is lost."""
-    from knowledge.services.dispatch import request_dispatch
-
     Document.objects.filter(pk=document_id).exclude(status__in=Document.Status.final()).update(
         status=Document.Status.PENDING, dispatched_at=None
     )

@@ -79,8 +79,6 @@ def set_user_words(*, tenant: Tenant, knowledge_base: KnowledgeBase, words: list
     """Change a knowledge base's domain words; its chunks are re-analysed in the background.
     Its ready documents are marked for re-analysis (``analyzer_version`` 0) in the same
     transaction, so the periodic sweep re-analyses them even if the task is never queued."""
-    from knowledge.tasks import reanalyze_knowledge_base_task
-
     ensure_tenant(knowledge_base, tenant, "knowledge base")
     cleaned = sorted({w.strip() for w in words if w and w.strip()})
     with transaction.atomic():
@@ -89,7 +87,7 @@ def set_user_words(*, tenant: Tenant, knowledge_base: KnowledgeBase, words: list
             analyzer_version=0
         )
         knowledge_base.user_words = cleaned
-        enqueue(reanalyze_knowledge_base_task, knowledge_base.pk)
+        enqueue("knowledge.reanalyze_knowledge_base", knowledge_base.pk)
 
 
 # --------------------------------------------------------------------------- re-embedding
@@ -101,8 +99,6 @@ def change_embedding(
     """Start moving a knowledge base to another embedding model. The target is checked now
     (a provider that cannot load is refused here, not halfway); the work runs in the
     background and search keeps the old vectors until the switch."""
-    from knowledge.tasks import reembed_knowledge_base_task
-
     ensure_tenant(knowledge_base, tenant, "knowledge base")
     target = resolved(config)
     migration = {
@@ -117,7 +113,7 @@ def change_embedding(
         KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(embedding_migration=migration)
         StagedEmbedding.objects.filter(knowledge_base=knowledge_base).delete()
         knowledge_base.embedding_migration = migration
-        enqueue(reembed_knowledge_base_task, knowledge_base.pk)
+        enqueue("knowledge.reembed_knowledge_base", knowledge_base.pk)
     return migration
 
 
