@@ -23,6 +23,7 @@ from knowledge.services import documents as document_services
 from knowledge.services import processing
 from knowledge.services.knowledge_bases import create_knowledge_base
 from knowledge.web.documents import create_url_document
+from rag_project.celery import app
 from tenancy.models import Tenant
 from tenancy.services import get_or_create_tenant
 
@@ -30,8 +31,6 @@ POLL_S = 0.5
 
 
 def _worker_answers() -> bool:
-    from rag_project.celery import app
-
     try:
         return bool(app.control.ping(timeout=1.0))
     except Exception:  # broker unreachable counts as no worker
