@@ -26,13 +26,13 @@ from knowledge.ingestion.parsing import ACCEPTED_EXTENSIONS
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services.bulk import retry_failed_documents
 from knowledge.services.documents import DuplicateDocument
-from knowledge.services.knowledge_base_changes import (
+from knowledge.services.knowledge_bases import (
     SETTINGS_FIELDS,
+    change_embedding,
+    create_knowledge_base,
     delete_knowledge_base,
     update_knowledge_base,
 )
-from knowledge.services.knowledge_bases import create_knowledge_base
-from knowledge.services.reindex import change_embedding
 from knowledge.services.uploads import UploadOutcome, upload_documents
 from tenancy.admin.scoping import TenantScopedAdmin, allowed, tenant_ids
 from tenancy.roles import Permission

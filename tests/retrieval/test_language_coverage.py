@@ -21,8 +21,7 @@ from knowledge.embeddings.coverage import (
     uncovered_share,
 )
 from knowledge.models import KnowledgeBase
-from knowledge.services.knowledge_base_changes import update_knowledge_base
-from knowledge.services.knowledge_bases import create_knowledge_base
+from knowledge.services.knowledge_bases import create_knowledge_base, update_knowledge_base
 from retrieval.search import RAGService
 from tests.factories import TenantFactory, add_document
 
