@@ -56,6 +56,7 @@ def parse_limits() -> ParseLimits:
         max_text_chars=settings.RAG_MAX_TEXT_CHARS,
         max_unzipped_bytes=settings.RAG_MAX_UNZIPPED_BYTES,
         max_ocr_pages=settings.RAG_MAX_OCR_PAGES,
+        max_archive_members=settings.RAG_MAX_ARCHIVE_MEMBERS,
     )
 
 

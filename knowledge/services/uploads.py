@@ -1,5 +1,5 @@
-"""An upload request is all or nothing: several files, ZIP archives of files
-(``knowledge.services.bulk``) and URLs (``knowledge.web.documents``) at once.
+"""An upload request is all or nothing: several files, ZIP archives of files (their members
+read by ``knowledge.ingestion.parsers.archive``) and URLs (``knowledge.web.documents``) at once.
 
 What stays true:
 
@@ -10,11 +10,15 @@ What stays true:
 - Each file, archive entry and URL has one outcome, in upload order (``Outcome``): accepted (a
   pending document), duplicate (the same bytes or URL are in the knowledge base already, and
   ``replace`` was not asked: not an error, the rest is accepted), skipped (an archive entry that
-  is not an upload by design, ``bulk.NotAnUpload``, or a member of a type that is not accepted:
+  is not an upload by design, ``archive.NotAnUpload``, or a member of a type that is not accepted:
   listed with its reason, the rest is accepted) or refused (too large, empty, an unsupported
   type at the top level, a damaged or unreadable archive or member, an encrypted member, an
   archive inside an archive, a URL refused). One refusal refuses the whole request: nothing is
   stored, nothing queued, and every refusal is listed with its reason.
+- An archive's members are judged exactly as separate uploads (type, size, name cleaned,
+  duplicates). Folders are flattened: the member's path inside the archive is kept in the
+  document's metadata (``archive``, ``path``, and ``folder`` below the top), so search can
+  filter by it.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ from typing import Protocol
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from knowledge.ingestion.parsers.archive import Member, archive_members, is_archive
 from knowledge.ingestion.parsing import FileTooLarge, ParseError, UnsupportedFileType
 from knowledge.models import Document, KnowledgeBase
-from knowledge.services import bulk
 from knowledge.services.documents import (
     CheckedFile,
     DuplicateDocument,
     check_file,
+    clean_filename,
     delete_files,
     parse_limits,
     store_document,
@@ -169,7 +174,7 @@ def _upload(
 
 
 def _judge_upload(upload: Upload, metadata: dict | None) -> _Source:
-    if not bulk.is_archive(upload.name) or not 0 < upload.size <= settings.RAG_MAX_UPLOAD_BYTES:
+    if not is_archive(upload.name) or not 0 < upload.size <= settings.RAG_MAX_UPLOAD_BYTES:
         return _Source(upload, [_judge_file(upload.name, upload, upload.name, metadata)])
     source = _Source(upload, archive=True)
     try:
@@ -180,24 +185,32 @@ def _judge_upload(upload: Upload, metadata: dict | None) -> _Source:
     return source
 
 
-def _members(upload: Upload) -> Iterator[bulk.Member]:
+def _members(upload: Upload) -> Iterator[Member]:
     """The archive's entries, read as they are yielded (one member's bytes at a time)."""
     upload.seek(0)
-    return bulk.archive_members(upload.name, upload.read(), parse_limits())
+    return archive_members(upload.name, upload.read(), parse_limits())
 
 
-def _judge_member(archive_name: str, member: bulk.Member, metadata: dict | None) -> _Judged:
+def _judge_member(archive_name: str, member: Member, metadata: dict | None) -> _Judged:
     if member.skipped is not None:
         return _Judged(member.name, Outcome.SKIPPED, member.skipped)
     if member.error is not None:
         return _Judged(member.name, Outcome.REFUSED, member.error)
     name = PurePosixPath(member.path).name
     judged = _judge_file(
-        member.name, member, name, bulk.member_metadata(archive_name, member, metadata)
+        member.name, member, name, _member_metadata(archive_name, member, metadata)
     )
     if isinstance(judged.error, UnsupportedFileType):
         judged.outcome = Outcome.SKIPPED  # inside an archive: not one of the files to upload
     return judged
+
+
+def _member_metadata(archive_name: str, member: Member, metadata: dict | None) -> dict:
+    folder = str(PurePosixPath(member.path).parent)
+    extra = {"archive": clean_filename(archive_name), "path": member.path}
+    if folder != ".":
+        extra["folder"] = folder
+    return {**(metadata or {}), **extra}
 
 
 def _judge_file(shown: str, upload: Upload, name: str, metadata: dict | None) -> _Judged:
