@@ -34,6 +34,7 @@ from knowledge.services.knowledge_bases import (
     update_knowledge_base,
 )
 from knowledge.services.uploads import UploadOutcome, upload_documents
+from knowledge.web.documents import check_url_document
 from tenancy.admin.scoping import TenantScopedAdmin, allowed, tenant_ids
 from tenancy.roles import Permission
 
@@ -285,7 +286,7 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
                 tenant=kb.tenant,
                 knowledge_base=kb,
                 files=form.cleaned_data["uploads"],
-                urls=form.cleaned_data["urls"],
+                urls=[check_url_document(url) for url in form.cleaned_data["urls"]],
                 replace=form.cleaned_data["replace"],
             )
         refused = [o for o in outcomes or [] if o.refused]

@@ -22,7 +22,7 @@ from knowledge.models import Document, KnowledgeBase
 from knowledge.services import documents as document_services
 from knowledge.services import processing
 from knowledge.services.knowledge_bases import create_knowledge_base
-from knowledge.web.documents import create_url_document
+from knowledge.web.documents import create_url_document, fetch_into
 from rag_project.celery import app
 from tenancy.models import Tenant
 from tenancy.services import get_or_create_tenant
@@ -120,7 +120,7 @@ class Command(BaseCommand):
             # An e-mail's attachments become documents as it is processed: they are processed
             # here too, listed as "message.eml/attachment.pdf".
             for i, (path, document) in enumerate(created, 1):
-                processing.process_document(document.pk)
+                processing.process_document(document.pk, fetch=fetch_into)
                 attachments = Document.objects.filter(
                     parent=document, status=Document.Status.PENDING
                 )
