@@ -1,14 +1,18 @@
-"""Celery tasks of ``knowledge``: thin wrappers that take ids and call one service."""
+"""Celery tasks of ``knowledge``: thin wrappers that take ids and call one service.
+
+The services queue these by name (``enqueue("knowledge.process_document", ...)``) and never
+import this module; it imports them, and hands processing the web layer's fetch step."""
 
 from celery import shared_task
 
 from knowledge.services import bulk, dispatch, processing, reindex, upkeep
 from knowledge.web import sources, sync
+from knowledge.web.documents import fetch_into
 
 
 @shared_task(name="knowledge.process_document")
 def process_document_task(document_id: int) -> str:
-    result = processing.process_document(document_id)
+    result = processing.process_document(document_id, fetch=fetch_into)
     dispatch.dispatch()  # its place is free: the next document, in its tenant's turn
     return result
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 
-from celery import Celery
+from celery import Celery, Task
 from celery.signals import celeryd_init, task_postrun, task_prerun, worker_process_init
 
 from rag_project import broker
@@ -77,7 +77,7 @@ RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.2}
 
 
 def enqueue(
-    task,
+    task: Task | str,
     *args,
     countdown: float | None = None,
     fold: tuple[str, float] | None = None,
@@ -86,6 +86,10 @@ def enqueue(
     """Queue ``task(*args, **kwargs)`` once the current transaction commits (at once outside
     one), so a task never runs before the data it needs is visible and a rolled-back change
     queues nothing.
+
+    ``task``: a task, or the name it is registered under (``"knowledge.process_document"``),
+    so that the services a tasks module calls can queue its tasks without importing it. A name
+    no task is registered under raises LookupError here, in the caller (``registered_task``).
 
     ``fold``: (cache key, seconds). Queue only when no task queued under that key is still
     waiting: the key is set when one is queued and the task clears it (``unfold``) before it
@@ -98,6 +102,9 @@ def enqueue(
     periodic reaper (Celery beat): pending documents, re-analysis and re-embedding by
     ``knowledge.services.upkeep``, BM25 warming and calibration by ``retrieval.changes``.
     """
+
+    if isinstance(task, str):
+        task = registered_task(task)
 
     def send() -> None:
         if fold is not None and not _first_to_fold(*fold):
@@ -117,6 +124,19 @@ def enqueue(
     from django.db import transaction
 
     transaction.on_commit(send, robust=True)
+
+
+def registered_task(name: str) -> Task:
+    """The task registered under ``name``. The apps' tasks modules are imported the first time
+    a name is not found (a web process imports none of them otherwise); LookupError, naming
+    it, when no task has that name: a misspelt name fails where it is queued, and never
+    queues a message no worker runs."""
+    if name not in app.tasks:
+        app.autodiscover_tasks(force=True)
+    try:
+        return app.tasks[name]
+    except KeyError:
+        raise LookupError(f"no Celery task is registered as {name!r}") from None
 
 
 def _first_to_fold(key: str, seconds: float) -> bool:

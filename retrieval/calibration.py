@@ -17,7 +17,7 @@ not know the language (measured on public datasets in docs/performance.md).
 By script: a knowledge base mixing Chinese and English documents needs two weight pairs, not
 one set mostly by whichever language has more chunks (an English model may be good on its
 English chunks and useless on the Chinese ones). So chunks are bucketed by the script writing
-most of them (``knowledge.embeddings.coverage``); every bucket with at least
+most of them (``knowledge.analysis.scripts``); every bucket with at least
 ``RAG_CALIBRATION_MIN_CHUNKS`` chunks of its own (estimated from a sample in a large knowledge
 base) is calibrated on pseudo-queries cut from its own chunks, and a query uses the weights of
 its script's bucket (``calibration["scripts"]``). The whole knowledge base's pair stays for
@@ -51,7 +51,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from knowledge.embeddings.coverage import dominant_script, script_units
+from knowledge.analysis.scripts import dominant_script, script_units
 from knowledge.models import Chunk, KnowledgeBase
 from knowledge.selectors import SEARCHABLE_CHUNK
 from retrieval.relevance import RelevanceModel, fit

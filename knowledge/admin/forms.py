@@ -10,7 +10,7 @@ from django import forms
 from knowledge.embeddings import EmbeddingError
 from knowledge.embeddings.registry import PROVIDERS, resolved, settings_config
 from knowledge.models import KnowledgeBase
-from knowledge.services.knowledge_base_changes import EDITABLE_FIELDS
+from knowledge.services.knowledge_bases import EDITABLE_FIELDS
 
 PROVIDER_CHOICES = [
     (value, label) for value, label in KnowledgeBase.EmbeddingProvider.choices if value in PROVIDERS

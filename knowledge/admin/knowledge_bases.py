@@ -26,14 +26,15 @@ from knowledge.ingestion.parsing import ACCEPTED_EXTENSIONS
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services.bulk import retry_failed_documents
 from knowledge.services.documents import DuplicateDocument
-from knowledge.services.knowledge_base_changes import (
+from knowledge.services.knowledge_bases import (
     SETTINGS_FIELDS,
+    change_embedding,
+    create_knowledge_base,
     delete_knowledge_base,
     update_knowledge_base,
 )
-from knowledge.services.knowledge_bases import create_knowledge_base
-from knowledge.services.reindex import change_embedding
 from knowledge.services.uploads import UploadOutcome, upload_documents
+from knowledge.web.documents import check_url_document
 from tenancy.admin.scoping import TenantScopedAdmin, allowed, tenant_ids
 from tenancy.roles import Permission
 
@@ -285,7 +286,7 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
                 tenant=kb.tenant,
                 knowledge_base=kb,
                 files=form.cleaned_data["uploads"],
-                urls=form.cleaned_data["urls"],
+                urls=[check_url_document(url) for url in form.cleaned_data["urls"]],
                 replace=form.cleaned_data["replace"],
             )
         refused = [o for o in outcomes or [] if o.refused]

@@ -1,7 +1,9 @@
 """Text analysis shared by ingestion and queries: normalise, segment (jieba for Han), stem.
 
-See :mod:`knowledge.analysis.analyzer` for the pipeline and
-:mod:`knowledge.analysis.identifiers` for when a compound such as ``v2.3.1`` is kept whole.
+See :mod:`knowledge.analysis.analyzer` for the pipeline,
+:mod:`knowledge.analysis.identifiers` for when a compound such as ``v2.3.1`` is kept whole, and
+:mod:`knowledge.analysis.scripts` for which writing systems (Han, Latin, kana...) a text is
+written in.
 Pure Python; nothing here imports Django.
 """
 

@@ -51,6 +51,7 @@ from knowledge.models import Document
 from knowledge.services.curation import set_document_enabled
 from knowledge.services.documents import delete_document, reprocess_document
 from knowledge.services.uploads import UploadOutcome, upload_documents
+from knowledge.web.documents import check_url_document
 from tenancy.api.errors import ApiError, PayloadTooLarge, describe, translate
 from tenancy.api.parsers import JSONParser
 from tenancy.api.schema import error_responses
@@ -183,7 +184,7 @@ class DocumentListView(TenantAPIView):
             tenant=self.tenant,
             knowledge_base=kb,
             files=data["files"],
-            urls=data["urls"],
+            urls=[check_url_document(url) for url in data["urls"]],
             replace=data["replace"],
             metadata=data["metadata"],
             options=serializer.parse_options(),

@@ -13,8 +13,11 @@ from knowledge import access
 from knowledge.api.serializers import KnowledgeBaseSerializer, KnowledgeBaseWriteSerializer
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.embeddings.registry import settings_config
-from knowledge.services.knowledge_base_changes import delete_knowledge_base, update_knowledge_base
-from knowledge.services.knowledge_bases import create_knowledge_base
+from knowledge.services.knowledge_bases import (
+    create_knowledge_base,
+    delete_knowledge_base,
+    update_knowledge_base,
+)
 from tenancy.api.schema import error_responses
 from tenancy.api.views import TenantAPIView
 from tenancy.roles import Permission

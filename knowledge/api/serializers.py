@@ -12,7 +12,7 @@ from knowledge.embeddings.registry import PROVIDERS
 from knowledge.ingestion.parsing import ACCEPTED_EXTENSIONS
 from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services.dispatch import queue_positions
-from knowledge.services.knowledge_base_changes import EDITABLE_FIELDS
+from knowledge.services.knowledge_bases import EDITABLE_FIELDS
 from knowledge.services.uploads import Outcome
 from tenancy.api.fields import FiniteFloatField, JSONObjectField
 from tenancy.api.schema import ErrorDetailSerializer

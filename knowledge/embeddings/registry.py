@@ -15,7 +15,10 @@ from dataclasses import replace
 from django.conf import settings
 
 from .base import Embedder, EmbeddingConfig, EmbeddingError, ProviderUnavailable
+from .hashing import HashEmbedder
+from .local import LocalEmbedder
 from .model_cache import ModelCache
+from .openai import OpenAIEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -93,16 +96,10 @@ def get_embedder(config: EmbeddingConfig) -> Embedder | None:
 
 def _build(config: EmbeddingConfig) -> Embedder:
     if config.provider == "hash":
-        from .hashing import HashEmbedder
-
         return HashEmbedder(config.dimensions)
     if config.provider == "local":
-        from .local import LocalEmbedder
-
         return LocalEmbedder(config.model, batch_size=config.batch_size)
     if config.provider == "openai":
-        from .openai import OpenAIEmbedder
-
         return OpenAIEmbedder(config)
     if config.provider == RUNTIME_PROVIDER:
         embedder = _registered.get((config.model, config.dimensions))

@@ -107,9 +107,7 @@ def position(loads: Mapping[int, TenantLoad], tenant_id: int, ahead_in_tenant: i
 def request_dispatch() -> None:
     """Ask for a dispatch once the current transaction commits (folded into one already
     queued and not started)."""
-    from knowledge.tasks import dispatch_documents_task
-
-    enqueue(dispatch_documents_task, fold=(REQUEST_KEY, REQUEST_TTL_S))
+    enqueue("knowledge.dispatch_documents", fold=(REQUEST_KEY, REQUEST_TTL_S))
 
 
 def dispatch() -> list[int]:
@@ -132,8 +130,6 @@ def dispatch() -> list[int]:
 
 
 def _dispatch_once() -> list[int]:
-    from knowledge.tasks import process_document_task
-
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
@@ -150,7 +146,7 @@ def _dispatch_once() -> list[int]:
         now = timezone.now()
         Document.objects.filter(WAITING, pk__in=chosen).update(dispatched_at=now, updated_at=now)
         for document_id in chosen:
-            enqueue(process_document_task, document_id)
+            enqueue("knowledge.process_document", document_id)
     if chosen:
         logger.debug("dispatched documents %s", chosen)
     return chosen

@@ -1,8 +1,14 @@
-"""Documents in: upload (with duplicate detection and replacement), reprocess, delete.
+"""Documents in: upload (with duplicate detection and replacement), a URL to fetch, reprocess,
+delete.
 
 A failed upload leaves the knowledge base as it was: the type and size are checked and the file
 hashed before anything is written, and a stored file is removed again if its row is not created.
 Deleting a document deletes its attachments (an e-mail's, see ``attachments``) with it.
+
+A document from a URL is stored ``pending`` with no file (``store_url_document``): the URL was
+judged by the web layer (``knowledge.web.documents.check_url_document``), and the worker
+fetches it as the first step of processing. Until then its hash is a placeholder (of its URL),
+so the same URL twice in a knowledge base is a duplicate like the same file twice.
 """
 
 from __future__ import annotations
@@ -21,9 +27,16 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from knowledge.ingestion.parsing import FileTooLarge, FileType, ParseLimits, detect_file_type
+from knowledge.ingestion.parsing import (
+    FileTooLarge,
+    FileType,
+    ParseError,
+    ParseLimits,
+    detect_file_type,
+)
 from knowledge.models import Document, KnowledgeBase
 from knowledge.selectors import hand_edits
+from knowledge.services.dispatch import request_dispatch
 from knowledge.services.knowledge_bases import bump_index_version
 from tenancy.errors import DomainError, ErrorKind, ensure_tenant
 from tenancy.models import Tenant
@@ -55,6 +68,7 @@ def parse_limits() -> ParseLimits:
         max_text_chars=settings.RAG_MAX_TEXT_CHARS,
         max_unzipped_bytes=settings.RAG_MAX_UNZIPPED_BYTES,
         max_ocr_pages=settings.RAG_MAX_OCR_PAGES,
+        max_archive_members=settings.RAG_MAX_ARCHIVE_MEMBERS,
     )
 
 
@@ -209,6 +223,82 @@ def store_document(
     return document
 
 
+@dataclass(frozen=True)
+class CheckedUrl:
+    """A URL judged for storing, without the network (``knowledge.web.documents.
+    check_url_document``): as given, and either its canonical form with the file name its
+    document has until it is fetched, or why it is refused (``refusal``)."""
+
+    given: str
+    url: str = ""  # http(s), no fragment, host lower-cased
+    file_name: str = ""
+    refusal: ParseError | None = None
+
+
+def placeholder_sha256(url: str) -> str:
+    """The hash of a document not fetched yet: unique per URL, never a real file's hash."""
+    return hashlib.sha256(b"url\x00" + url.encode()).hexdigest()
+
+
+def store_url_document(
+    *,
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase,
+    checked: CheckedUrl,
+    title: str = "",
+    metadata: dict | None = None,
+    replace: bool = False,
+    queue: bool = True,
+) -> Document:
+    """A pending document for a URL judged already, queued (on commit) to be fetched and
+    processed; nothing is fetched here. Raises DuplicateDocument when the knowledge base
+    already has a document from this URL; with ``replace=True`` that document is fetched and
+    processed again instead."""
+    ensure_tenant(knowledge_base, tenant, "knowledge base")
+    if checked.refusal is not None:
+        raise checked.refusal
+    url = checked.url
+    existing = Document.objects.filter(knowledge_base=knowledge_base, source_url=url).first()
+    if existing is not None:
+        if not replace:
+            raise DuplicateDocument(existing)
+        _refetch(existing, queue=queue)
+        return existing
+    name = checked.file_name
+    document = Document(
+        tenant=tenant,
+        knowledge_base=knowledge_base,
+        title=(title or PurePosixPath(name).stem)[:500],
+        original_filename=name[:255],
+        sha256=placeholder_sha256(url),
+        source_url=url,
+        metadata=dict(metadata or {}),
+    )
+    with transaction.atomic():
+        document.save()
+        if queue:
+            enqueue_processing(document.pk)
+    return document
+
+
+def _refetch(document: Document, *, queue: bool = True) -> None:
+    """Fetch a URL's document again: its file goes (after commit) and it is processed anew."""
+    with transaction.atomic():
+        names = [document.file.name] if document.file else []
+        Document.objects.filter(pk=document.pk).update(
+            file="",
+            sha256=placeholder_sha256(document.source_url),
+            status=Document.Status.PENDING,
+            progress=0,
+            error="",
+            attempts=0,
+        )
+        delete_files_on_commit(names)
+        if queue:
+            enqueue_processing(document.pk)
+    document.refresh_from_db()
+
+
 def _save_file(document: Document, filename: str, stream: BinaryIO) -> None:
     """``document.file.save``, except that a write failing part way (the stream's disk, a full
     volume) leaves no partial file behind: it is deleted under its generated name, a new
@@ -311,8 +401,6 @@ def enqueue_processing(document_id: int) -> None:
     the fair dispatcher (``knowledge.services.dispatch``), asked to run once the current
     transaction commits, sends it to a worker in its tenant's turn. If the broker cannot be
     reached the document keeps waiting and the reaper's beat dispatches it: nothing is lost."""
-    from knowledge.services.dispatch import request_dispatch
-
     Document.objects.filter(pk=document_id).exclude(status__in=Document.Status.final()).update(
         status=Document.Status.PENDING, dispatched_at=None
     )

@@ -1,7 +1,10 @@
-"""Processing one document: parse -> chunk -> analyse -> embed -> store, with visible status.
+"""Processing one document: (fetch) -> parse -> chunk -> analyse -> embed -> store, with visible
+status.
 
 Runs in a Celery worker (``knowledge.tasks.process_document_task``) or in-process
-(``ingest --sync``). Safe to run twice: a final document is left alone, and the chunks are
+(``ingest --sync``). A document from a URL that has no file yet is fetched first, by the step
+its caller hands over (``fetch``: the web layer's ``knowledge.web.documents.fetch_into``, which
+services never import). Safe to run twice: a final document is left alone, and the chunks are
 replaced in one transaction, so a reader sees the old set or the new set, never half of one.
 Every failure a person can act on ends as ``failed`` with its message; nothing crashes the
 worker.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -53,7 +57,6 @@ from knowledge.services.documents import (
     stored_files,
 )
 from knowledge.services.knowledge_bases import bump_index_version
-from knowledge.web.documents import fetch_into, needs_fetching
 
 logger = logging.getLogger(__name__)
 Status = Document.Status
@@ -62,6 +65,9 @@ Status = Document.Status
 PROGRESS = {Status.PARSING: 2, Status.CHUNKING: 15, Status.EMBEDDING: 25, Status.INDEXING: 92}
 # Where parsing ends when pages were read by OCR; the later steps are scaled into the rest.
 OCR_DONE = 60
+# Stores the bytes of a document from a URL as its file (``knowledge.web.documents.fetch_into``);
+# a ParseError, with a message to act on, when it cannot.
+Fetch = Callable[[Document], None]
 
 
 def parse_options(options: dict) -> ParseOptions:
@@ -121,17 +127,29 @@ def _fail(document_id: int, message: str) -> None:
     )
 
 
-def process_document(document_id: int) -> str:
-    """Process one document; returns its final status (or why nothing was done)."""
+def needs_fetching(document: Document) -> bool:
+    """A document from a URL whose bytes are not stored yet."""
+    return bool(document.source_url) and not document.file
+
+
+def process_document(document_id: int, *, fetch: Fetch | None = None) -> str:
+    """Process one document; returns its final status (or why nothing was done). ``fetch`` is
+    the first step of a document from a URL not fetched yet; such a document given without it
+    raises ValueError and is left as it was (a caller's mistake, not the document's)."""
     document = Document.objects.select_related("knowledge_base").filter(pk=document_id).first()
     if document is None:
         return "missing"
     if document.status in Status.final():
         return document.status
+    if fetch is None and needs_fetching(document):
+        raise ValueError(
+            f"document {document_id} comes from a URL and has no file yet: process it with "
+            "its fetch step (knowledge.web.documents.fetch_into)"
+        )
     record_attempt(document_id)
     started = time.perf_counter()
     try:
-        result = _run(document)
+        result = _run(document, fetch)
     except (ParseError, EmbeddingError) as exc:  # UnsupportedFileType, FileTooLarge included
         _fail(document_id, str(exc))
         return Status.FAILED
@@ -145,12 +163,12 @@ def process_document(document_id: int) -> str:
     return result
 
 
-def _run(document: Document) -> str:
+def _run(document: Document, fetch: Fetch | None) -> str:
     kb = document.knowledge_base
     progress = _Progress(document.pk)
-    if needs_fetching(document):  # a document from a URL: its bytes come first (knowledge.web)
+    if fetch is not None and needs_fetching(document):  # a URL's bytes come first
         _set(document.pk, Status.FETCHING, 1)
-        fetch_into(document)
+        fetch(document)
     progress.step(Status.PARSING)
     with document.file.open("rb") as handle:
         data = handle.read()

@@ -4,7 +4,10 @@ Re-analysis recomputes chunk tokens from the stored chunk text (plus the documen
 heading path, as at ingestion) when the analyser version changes or a knowledge base's user
 words change. Re-embedding computes every chunk's vector under a knowledge base's new model into
 ``StagedEmbedding`` while search keeps using the old vectors, then swaps them in for the whole
-knowledge base in one transaction.
+knowledge base in one transaction. Both are the work of tasks that the changes queue
+(``knowledge.services.knowledge_bases``: ``set_user_words``, ``change_embedding``, whose
+``embedding_migration`` record says the target model) and the reapers find again
+(``knowledge.services.upkeep``); both are safe to run twice.
 """
 
 from __future__ import annotations
@@ -17,13 +20,10 @@ from django.utils import timezone
 
 from knowledge.analysis import ANALYZER_VERSION, get_analyzer
 from knowledge.embeddings import EmbeddingConfig, get_embedder
-from knowledge.embeddings.registry import resolved, with_model
+from knowledge.embeddings.registry import with_model
 from knowledge.models import Chunk, Document, KnowledgeBase, StagedEmbedding
 from knowledge.services.curation import curated_tokens, embedded_text
 from knowledge.services.knowledge_bases import bump_index_version
-from rag_project.celery import enqueue
-from tenancy.errors import ensure_tenant
-from tenancy.models import Tenant
 
 logger = logging.getLogger(__name__)
 BATCH = 500
@@ -75,50 +75,7 @@ def reanalyze_knowledge_base(knowledge_base_id: int, *, all_chunks: bool = False
     return changed
 
 
-def set_user_words(*, tenant: Tenant, knowledge_base: KnowledgeBase, words: list[str]) -> None:
-    """Change a knowledge base's domain words; its chunks are re-analysed in the background.
-    Its ready documents are marked for re-analysis (``analyzer_version`` 0) in the same
-    transaction, so the periodic sweep re-analyses them even if the task is never queued."""
-    from knowledge.tasks import reanalyze_knowledge_base_task
-
-    ensure_tenant(knowledge_base, tenant, "knowledge base")
-    cleaned = sorted({w.strip() for w in words if w and w.strip()})
-    with transaction.atomic():
-        KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(user_words=cleaned)
-        Document.objects.filter(knowledge_base=knowledge_base, status=Document.Status.READY).update(
-            analyzer_version=0
-        )
-        knowledge_base.user_words = cleaned
-        enqueue(reanalyze_knowledge_base_task, knowledge_base.pk)
-
-
 # --------------------------------------------------------------------------- re-embedding
-
-
-def change_embedding(
-    *, tenant: Tenant, knowledge_base: KnowledgeBase, config: EmbeddingConfig
-) -> dict:
-    """Start moving a knowledge base to another embedding model. The target is checked now
-    (a provider that cannot load is refused here, not halfway); the work runs in the
-    background and search keeps the old vectors until the switch."""
-    from knowledge.tasks import reembed_knowledge_base_task
-
-    ensure_tenant(knowledge_base, tenant, "knowledge base")
-    target = resolved(config)
-    migration = {
-        "provider": target.provider,
-        "model": target.model,
-        "dimensions": target.dimensions,
-        "started_at": timezone.now().isoformat(),
-        "updated_at": timezone.now().isoformat(),
-        "done": 0,
-    }
-    with transaction.atomic():
-        KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(embedding_migration=migration)
-        StagedEmbedding.objects.filter(knowledge_base=knowledge_base).delete()
-        knowledge_base.embedding_migration = migration
-        enqueue(reembed_knowledge_base_task, knowledge_base.pk)
-    return migration
 
 
 def _target(kb: KnowledgeBase) -> EmbeddingConfig | None:

@@ -63,8 +63,6 @@ def queue_outdated_reanalysis() -> list[int]:
     """Queue re-analysis of every knowledge base holding ready documents analysed with another
     analyser version or marked for re-analysis (run periodically by beat; cheap: it reads the
     documents table)."""
-    from knowledge.tasks import reanalyze_knowledge_base_task
-
     kb_ids = sorted(
         set(
             Document.objects.filter(status=Document.Status.READY)
@@ -73,15 +71,13 @@ def queue_outdated_reanalysis() -> list[int]:
         )
     )
     for kb_id in kb_ids:
-        enqueue(reanalyze_knowledge_base_task, kb_id)
+        enqueue("knowledge.reanalyze_knowledge_base", kb_id)
     return kb_ids
 
 
 def reap_stalled_reembedding(now: datetime | None = None) -> list[int]:
     """Queue again every re-embedding whose progress has not moved for ``RAG_STUCK_AFTER_S``
     (its task was never queued, or its worker died)."""
-    from knowledge.tasks import reembed_knowledge_base_task
-
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.RAG_STUCK_AFTER_S)
     stalled = []
@@ -90,7 +86,7 @@ def reap_stalled_reembedding(now: datetime | None = None) -> list[int]:
     ).values_list("pk", "embedding_migration"):
         moved = (migration or {}).get("updated_at") or (migration or {}).get("started_at")
         if moved and datetime.fromisoformat(moved) < cutoff:
-            enqueue(reembed_knowledge_base_task, kb_id)
+            enqueue("knowledge.reembed_knowledge_base", kb_id)
             stalled.append(kb_id)
     if stalled:
         logger.warning("reaper: re-embedding of knowledge bases %s queued again", stalled)

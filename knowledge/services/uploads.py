@@ -1,5 +1,6 @@
-"""An upload request is all or nothing: several files, ZIP archives of files
-(``knowledge.services.bulk``) and URLs (``knowledge.web.documents``) at once.
+"""An upload request is all or nothing: several files, ZIP archives of files (their members
+read by ``knowledge.ingestion.parsers.archive``) and URLs (judged by the caller through
+``knowledge.web.documents.check_url_document``, without the network) at once.
 
 What stays true:
 
@@ -10,11 +11,15 @@ What stays true:
 - Each file, archive entry and URL has one outcome, in upload order (``Outcome``): accepted (a
   pending document), duplicate (the same bytes or URL are in the knowledge base already, and
   ``replace`` was not asked: not an error, the rest is accepted), skipped (an archive entry that
-  is not an upload by design, ``bulk.NotAnUpload``, or a member of a type that is not accepted:
+  is not an upload by design, ``archive.NotAnUpload``, or a member of a type that is not accepted:
   listed with its reason, the rest is accepted) or refused (too large, empty, an unsupported
   type at the top level, a damaged or unreadable archive or member, an encrypted member, an
   archive inside an archive, a URL refused). One refusal refuses the whole request: nothing is
   stored, nothing queued, and every refusal is listed with its reason.
+- An archive's members are judged exactly as separate uploads (type, size, name cleaned,
+  duplicates). Folders are flattened: the member's path inside the archive is kept in the
+  document's metadata (``archive``, ``path``, and ``folder`` below the top), so search can
+  filter by it.
 """
 
 from __future__ import annotations
@@ -28,18 +33,20 @@ from typing import Protocol
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from knowledge.ingestion.parsers.archive import Member, archive_members, is_archive
 from knowledge.ingestion.parsing import FileTooLarge, ParseError, UnsupportedFileType
 from knowledge.models import Document, KnowledgeBase
-from knowledge.services import bulk
 from knowledge.services.documents import (
     CheckedFile,
+    CheckedUrl,
     DuplicateDocument,
     check_file,
+    clean_filename,
     delete_files,
     parse_limits,
     store_document,
+    store_url_document,
 )
-from knowledge.web.documents import canonical_url, create_url_document
 from tenancy.errors import DomainError, ensure_tenant
 from tenancy.models import Tenant
 
@@ -100,7 +107,7 @@ class _Judged:
     outcome: Outcome | None = None
     error: DomainError | None = None
     checked: CheckedFile | None = None
-    url: str = ""
+    checked_url: CheckedUrl | None = None
     metadata: dict | None = None
     document: Document | None = None
 
@@ -119,7 +126,7 @@ def upload_documents(
     tenant: Tenant,
     knowledge_base: KnowledgeBase,
     files: Sequence[Upload] = (),
-    urls: Sequence[str] = (),
+    urls: Sequence[CheckedUrl] = (),
     replace: bool = False,
     metadata: dict | None = None,
     options: dict | None = None,
@@ -127,7 +134,9 @@ def upload_documents(
     """Judge every file, archive entry and URL, then, unless one is refused, create a pending
     document for each accepted one (processing queued on commit); their outcomes in upload
     order. The same bytes twice in one upload are a duplicate the second time. ``options``
-    (how the files are read: ``ParseOptions`` fields) apply to every file.
+    (how the files are read: ``ParseOptions`` fields) apply to every file. ``urls`` come
+    judged by the web layer (``knowledge.web.documents.check_url_document``), a refused one
+    with its refusal.
 
     When one is refused nothing is stored, and the entries that were fine come back refused
     with NotStored. Called inside a transaction of the caller's, the files stored are removed
@@ -146,7 +155,7 @@ def _upload(
     tenant: Tenant,
     knowledge_base: KnowledgeBase,
     files: Sequence[Upload],
-    urls: Sequence[str],
+    urls: Sequence[CheckedUrl],
     replace: bool,
     metadata: dict | None,
     options: dict | None,
@@ -169,7 +178,7 @@ def _upload(
 
 
 def _judge_upload(upload: Upload, metadata: dict | None) -> _Source:
-    if not bulk.is_archive(upload.name) or not 0 < upload.size <= settings.RAG_MAX_UPLOAD_BYTES:
+    if not is_archive(upload.name) or not 0 < upload.size <= settings.RAG_MAX_UPLOAD_BYTES:
         return _Source(upload, [_judge_file(upload.name, upload, upload.name, metadata)])
     source = _Source(upload, archive=True)
     try:
@@ -180,24 +189,32 @@ def _judge_upload(upload: Upload, metadata: dict | None) -> _Source:
     return source
 
 
-def _members(upload: Upload) -> Iterator[bulk.Member]:
+def _members(upload: Upload) -> Iterator[Member]:
     """The archive's entries, read as they are yielded (one member's bytes at a time)."""
     upload.seek(0)
-    return bulk.archive_members(upload.name, upload.read(), parse_limits())
+    return archive_members(upload.name, upload.read(), parse_limits())
 
 
-def _judge_member(archive_name: str, member: bulk.Member, metadata: dict | None) -> _Judged:
+def _judge_member(archive_name: str, member: Member, metadata: dict | None) -> _Judged:
     if member.skipped is not None:
         return _Judged(member.name, Outcome.SKIPPED, member.skipped)
     if member.error is not None:
         return _Judged(member.name, Outcome.REFUSED, member.error)
     name = PurePosixPath(member.path).name
     judged = _judge_file(
-        member.name, member, name, bulk.member_metadata(archive_name, member, metadata)
+        member.name, member, name, _member_metadata(archive_name, member, metadata)
     )
     if isinstance(judged.error, UnsupportedFileType):
         judged.outcome = Outcome.SKIPPED  # inside an archive: not one of the files to upload
     return judged
+
+
+def _member_metadata(archive_name: str, member: Member, metadata: dict | None) -> dict:
+    folder = str(PurePosixPath(member.path).parent)
+    extra = {"archive": clean_filename(archive_name), "path": member.path}
+    if folder != ".":
+        extra["folder"] = folder
+    return {**(metadata or {}), **extra}
 
 
 def _judge_file(shown: str, upload: Upload, name: str, metadata: dict | None) -> _Judged:
@@ -214,12 +231,10 @@ def _judge_file(shown: str, upload: Upload, name: str, metadata: dict | None) ->
     return _Judged(shown, checked=checked, metadata=metadata)
 
 
-def _judge_url(url: str, metadata: dict | None) -> _Judged:
-    try:
-        canonical = canonical_url(url)
-    except ParseError as exc:  # UrlInvalid, AddressRefused
-        return _Judged(url, Outcome.REFUSED, exc)
-    return _Judged(url, url=canonical, metadata=metadata)
+def _judge_url(url: CheckedUrl, metadata: dict | None) -> _Judged:
+    if url.refusal is not None:  # UrlInvalid, AddressRefused
+        return _Judged(url.given, Outcome.REFUSED, url.refusal)
+    return _Judged(url.given, checked_url=url, metadata=metadata)
 
 
 def _find_duplicates(knowledge_base: KnowledgeBase, judged: list[_Judged], replace: bool) -> None:
@@ -229,12 +244,15 @@ def _find_duplicates(knowledge_base: KnowledgeBase, judged: list[_Judged], repla
         return
     to_store = [entry for entry in judged if entry.outcome is None]
     hashes = [entry.checked.sha256 for entry in to_store if entry.checked]
-    urls = [entry.url for entry in to_store if entry.url]
+    urls = [entry.checked_url.url for entry in to_store if entry.checked_url]
     documents = Document.objects.filter(knowledge_base=knowledge_base)
     by_sha256 = {d.sha256: d for d in documents.filter(sha256__in=hashes)} if hashes else {}
     by_url = {d.source_url: d for d in documents.filter(source_url__in=urls)} if urls else {}
     for entry in to_store:
-        existing = by_url.get(entry.url) if entry.url else by_sha256.get(entry.checked.sha256)
+        if entry.checked_url:
+            existing = by_url.get(entry.checked_url.url)
+        else:
+            existing = by_sha256.get(entry.checked.sha256)
         if existing is not None:
             entry.outcome, entry.error = Outcome.DUPLICATE, DuplicateDocument(existing)
 
@@ -252,11 +270,11 @@ def _store(
 
     def store(entry: _Judged, stream: Upload | None) -> None:
         try:
-            if entry.url:
-                entry.document = create_url_document(
+            if entry.checked_url:
+                entry.document = store_url_document(
                     tenant=tenant,
                     knowledge_base=knowledge_base,
-                    url=entry.url,
+                    checked=entry.checked_url,
                     metadata=entry.metadata,
                     replace=replace,
                 )

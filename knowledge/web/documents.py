@@ -8,10 +8,12 @@ upload are judged with its files, all or nothing (``knowledge.services.uploads``
 resolved, and every redirect checked, when the worker fetches; a refusal then fails the
 document with its reason.
 
-Until it is fetched the document has no file and a placeholder hash (of its URL), so the same
-URL twice in a knowledge base is a duplicate like the same file twice. Once fetched, the bytes
-are its file and their sha256 its hash; bytes already in the knowledge base fail it as a
-duplicate, naming the document that has them.
+The services store what this module judged (``services.documents.store_url_document``) and
+never import it: the worker hands ``fetch_into`` to processing as its first step. Until it is
+fetched the document has no file and a placeholder hash (of its URL), so the same URL twice
+in a knowledge base is a duplicate like the same file twice. Once fetched, the bytes are its
+file and their sha256 its hash; bytes already in the knowledge base fail it as a duplicate,
+naming the document that has them.
 """
 
 from __future__ import annotations
@@ -24,11 +26,7 @@ from django.db import IntegrityError, transaction
 
 from knowledge.ingestion.parsing import ParseError
 from knowledge.models import Document, KnowledgeBase
-from knowledge.services.documents import (
-    DuplicateDocument,
-    delete_files_on_commit,
-    enqueue_processing,
-)
+from knowledge.services.documents import CheckedUrl, store_url_document
 from knowledge.web.fetch import UrlInvalid, check_url, fetch
 from knowledge.web.policy import allow_list, fetch_policy
 from knowledge.web.sniff import file_name, sniff
@@ -41,11 +39,6 @@ class DuplicateContent(ParseError):
     kind = ErrorKind.CONFLICT
 
 
-def placeholder_sha256(url: str) -> str:
-    """The hash of a document not fetched yet: unique per URL, never a real file's hash."""
-    return hashlib.sha256(b"url\x00" + url.encode()).hexdigest()
-
-
 MAX_URL_CHARS = 2000  # Document.source_url, WebSource and WebPage URLs
 
 
@@ -55,6 +48,17 @@ def canonical_url(raw: str) -> str:
     if len(url) > MAX_URL_CHARS:
         raise UrlInvalid(f"the URL is longer than {MAX_URL_CHARS} characters")
     return url
+
+
+def check_url_document(raw: str) -> CheckedUrl:
+    """``raw`` judged for storing as a document, without the network: its canonical URL and
+    the file name its document has until fetched, or the refusal (UrlInvalid,
+    AddressRefused) it carries instead."""
+    try:
+        url = canonical_url(raw)
+    except ParseError as exc:
+        return CheckedUrl(raw, refusal=exc)
+    return CheckedUrl(raw, url, file_name(url))
 
 
 def create_url_document(
@@ -74,56 +78,22 @@ def create_url_document(
     ``replace=True`` that document is fetched and processed again instead.
     """
     ensure_tenant(knowledge_base, tenant, "knowledge base")
-    url = canonical_url(url)
-    existing = Document.objects.filter(knowledge_base=knowledge_base, source_url=url).first()
-    if existing is not None:
-        if not replace:
-            raise DuplicateDocument(existing)
-        refetch(existing, queue=queue)
-        return existing
-    name = file_name(url)
-    document = Document(
+    return store_url_document(
         tenant=tenant,
         knowledge_base=knowledge_base,
-        title=(title or PurePosixPath(name).stem)[:500],
-        original_filename=name[:255],
-        sha256=placeholder_sha256(url),
-        source_url=url,
-        metadata=dict(metadata or {}),
+        checked=check_url_document(url),
+        title=title,
+        metadata=metadata,
+        replace=replace,
+        queue=queue,
     )
-    with transaction.atomic():
-        document.save()
-        if queue:
-            enqueue_processing(document.pk)
-    return document
-
-
-def refetch(document: Document, *, queue: bool = True) -> None:
-    """Fetch a URL's document again: its file goes (after commit) and it is processed anew."""
-    with transaction.atomic():
-        names = [document.file.name] if document.file else []
-        Document.objects.filter(pk=document.pk).update(
-            file="",
-            sha256=placeholder_sha256(document.source_url),
-            status=Document.Status.PENDING,
-            progress=0,
-            error="",
-            attempts=0,
-        )
-        delete_files_on_commit(names)
-        if queue:
-            enqueue_processing(document.pk)
-    document.refresh_from_db()
-
-
-def needs_fetching(document: Document) -> bool:
-    return bool(document.source_url) and not document.file
 
 
 def fetch_into(document: Document) -> None:
-    """Fetch the document's URL and store the bytes as its file (the first step of
-    processing; ``processing`` sets the status). FetchError, AddressRefused,
-    UnsupportedFileType or DuplicateContent, each with a message to act on, when it cannot."""
+    """Fetch the document's URL and store the bytes as its file: the fetch step the worker
+    gives ``knowledge.services.processing.process_document`` (which sets the status).
+    FetchError, AddressRefused, UnsupportedFileType or DuplicateContent, each with a message
+    to act on, when it cannot."""
     fetched = fetch(document.source_url, fetch_policy())
     if not fetched.content:
         raise ParseError(f"{document.source_url} sent an empty page")

@@ -115,9 +115,7 @@ def request_sync(*, tenant: Tenant, source: WebSource) -> None:
 
 
 def _queue(source_id: int) -> None:
-    from knowledge.tasks import sync_web_source_task
-
-    enqueue(sync_web_source_task, source_id)
+    enqueue("knowledge.sync_web_source", source_id)
 
 
 def queue_due_syncs(now=None) -> list[int]:

@@ -10,13 +10,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from django.conf import settings
 
-from knowledge.embeddings.coverage import (
-    Script,
-    coverage,
-    describe,
-    dominant_script,
-    uncovered_share,
-)
+from knowledge.analysis.scripts import Script, dominant_script, uncovered_share
+from knowledge.embeddings.coverage import coverage, describe
 from knowledge.models import KnowledgeBase
 from retrieval.relevance import Reach
 from retrieval.search.errors import InvalidSearch

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from knowledge import selectors
-from knowledge.embeddings.coverage import dominant_script, script_units
+from knowledge.analysis.scripts import dominant_script, script_units
 from knowledge.models import KnowledgeBase
 from retrieval import formatting, replica
 from retrieval.bm25store import BM25Store, get_store

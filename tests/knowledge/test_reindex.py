@@ -5,7 +5,7 @@ import pytest
 from knowledge.analysis import ANALYZER_VERSION
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Chunk, Document, KnowledgeBase, StagedEmbedding
-from knowledge.services import reindex
+from knowledge.services import knowledge_bases, reindex
 from knowledge.services.knowledge_bases import create_knowledge_base
 from tests.factories import TenantFactory, add_document
 
@@ -41,7 +41,7 @@ def test_outdated_chunks_are_reanalysed_from_their_stored_text(kb):
 def test_user_words_change_segmentation_after_reanalysis(kb):
     document = add_document(kb, "battery.txt", "石墨烯电池的寿命很长。")
     assert "石墨烯电池" not in Chunk.objects.get(document=document).tokens
-    reindex.set_user_words(tenant=kb.tenant, knowledge_base=kb, words=["石墨烯电池", " "])
+    knowledge_bases.set_user_words(tenant=kb.tenant, knowledge_base=kb, words=["石墨烯电池", " "])
     assert KnowledgeBase.objects.get(pk=kb.pk).user_words == ["石墨烯电池"]
     reindex.reanalyze_knowledge_base(kb.pk, all_chunks=True)
     tokens = Chunk.objects.get(document=document).tokens
@@ -50,7 +50,7 @@ def test_user_words_change_segmentation_after_reanalysis(kb):
 
 def test_reembedding_stages_then_switches_every_chunk_at_once(kb):
     first = add_document(kb, "a.md", "# A\n\nalpha pump")
-    reindex.change_embedding(
+    knowledge_bases.change_embedding(
         tenant=kb.tenant, knowledge_base=kb, config=EmbeddingConfig(provider="hash", dimensions=32)
     )
     # A document processed during the migration still gets the current model...
@@ -80,7 +80,7 @@ def test_reembedding_stages_then_switches_every_chunk_at_once(kb):
 
 def test_moving_to_no_embeddings_clears_the_vectors(kb):
     add_document(kb, "a.md", "# A\n\nalpha")
-    reindex.change_embedding(
+    knowledge_bases.change_embedding(
         tenant=kb.tenant, knowledge_base=kb, config=EmbeddingConfig(provider="none")
     )
     assert reindex.reembed_knowledge_base(kb.pk) == "switched"
@@ -93,7 +93,7 @@ def test_an_unloadable_target_model_is_refused_before_anything_starts(kb):
     from knowledge.embeddings import EmbeddingError
 
     with pytest.raises(EmbeddingError):
-        reindex.change_embedding(
+        knowledge_bases.change_embedding(
             tenant=kb.tenant,
             knowledge_base=kb,
             config=EmbeddingConfig(provider="local", model="/nowhere"),

@@ -16,7 +16,7 @@ from knowledge.models import Chunk, KnowledgeBase
 from knowledge.selectors import SEARCHABLE_CHUNK
 from knowledge.services import documents as document_services
 from knowledge.services.curation import ChunkChanges, set_document_enabled, update_chunk
-from knowledge.services.knowledge_base_changes import update_knowledge_base
+from knowledge.services.knowledge_bases import update_knowledge_base
 from knowledge.services.processing import process_document
 from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, identity_of
 from retrieval.bm25store.merging import MERGE_FACTOR

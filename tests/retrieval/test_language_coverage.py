@@ -9,20 +9,16 @@ from collections import Counter
 import pytest
 from django.core.management import call_command
 
+from knowledge.analysis.scripts import Script, dominant_script, script_units, uncovered_share
 from knowledge.embeddings.coverage import (
     ALL,
     LATIN_ONLY,
-    Script,
     coverage,
-    dominant_script,
     model_coverage,
     parse_scripts,
-    script_units,
-    uncovered_share,
 )
 from knowledge.models import KnowledgeBase
-from knowledge.services.knowledge_base_changes import update_knowledge_base
-from knowledge.services.knowledge_bases import create_knowledge_base
+from knowledge.services.knowledge_bases import create_knowledge_base, update_knowledge_base
 from retrieval.search import RAGService
 from tests.factories import TenantFactory, add_document
 

@@ -20,12 +20,13 @@ import pytest
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Chunk, Document, KnowledgeBase, StagedEmbedding
 from knowledge.services.documents import create_document, delete_document, reprocess_document
-from knowledge.services.knowledge_base_changes import (
+from knowledge.services.knowledge_bases import (
+    change_embedding,
+    create_knowledge_base,
     delete_knowledge_base,
+    set_user_words,
     update_knowledge_base,
 )
-from knowledge.services.knowledge_bases import create_knowledge_base
-from knowledge.services.reindex import change_embedding, set_user_words
 from tenancy.errors import ErrorKind, NotYours
 from tenancy.models import ApiKey
 from tenancy.services import InvalidKnowledgeBases, create_api_key, revoke_api_key

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from knowledge.models import Document
 from knowledge.services.processing import process_document
+from knowledge.web.documents import fetch_into
 from knowledge.web.models import WebSource
 from knowledge.web.sync import sync_web_source
 from tests.admin.conftest import world  # noqa: F401  (the fixture)
@@ -45,7 +46,7 @@ def test_the_upload_page_takes_urls(owner, world, site, local):  # noqa: F811
     page = owner.post(url, {"urls": article}).content.decode()
     assert rows(page) == {article: "accepted"}
     document = Document.objects.get(knowledge_base=kb, source_url=article)
-    assert process_document(document.pk) == Document.Status.READY
+    assert process_document(document.pk, fetch=fetch_into) == Document.Status.READY
 
 
 def rows(page: str) -> dict[str, str]:

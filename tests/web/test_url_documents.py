@@ -13,6 +13,7 @@ from django.core.management import call_command
 
 from knowledge.models import Document
 from knowledge.services.processing import process_document
+from knowledge.web.documents import fetch_into
 from tests.api.conftest import API, error_of, make_kb, named_file
 from tests.builders import build_pdf
 from tests.web_site import Page, Site
@@ -50,7 +51,7 @@ def test_a_url_becomes_a_pending_document_then_ready_and_searchable(client, empt
     }
     assert site.fetched("/help/reset-password") == []  # nothing fetched in the request
 
-    assert process_document(document["id"]) == Document.Status.READY
+    assert process_document(document["id"], fetch=fetch_into) == Document.Status.READY
     stored = Document.objects.get(pk=document["id"])
     assert stored.title == "Reset your password"
     assert stored.file_type == "html" and stored.original_filename == "reset-password.html"
@@ -63,6 +64,21 @@ def test_a_url_becomes_a_pending_document_then_ready_and_searchable(client, empt
         format="json",
     ).json()["results"]
     assert hits and hits[0]["document_id"] == document["id"]
+
+
+def test_processing_a_url_document_without_its_fetch_step_is_refused_and_changes_nothing(
+    client, empty_kb, site, local
+):
+    """The fetch step is the caller's to give (the worker's task gives ``fetch_into``): a
+    caller that forgets it is told so, and the document waits as it was."""
+    response = post_urls(client, empty_kb, url=site.url("/help/reset-password"))
+    (document,) = response.json()["documents"]
+    before = Document.objects.values().get(pk=document["id"])
+    with pytest.raises(ValueError, match="fetch_into"):
+        process_document(document["id"])
+    assert Document.objects.values().get(pk=document["id"]) == before
+    assert site.fetched("/help/reset-password") == []
+    assert process_document(document["id"], fetch=fetch_into) == Document.Status.READY
 
 
 @pytest.mark.parametrize(
@@ -124,7 +140,7 @@ def test_a_redirect_to_a_refused_address_fails_the_document_with_the_reason(
 ):
     site.pages["/go"] = Page(status=302, location="http://169.254.169.254/latest/meta-data/")
     document_id = post_urls(client, empty_kb, url=site.url("/go")).json()["documents"][0]["id"]
-    assert process_document(document_id) == Document.Status.FAILED
+    assert process_document(document_id, fetch=fetch_into) == Document.Status.FAILED
     error = Document.objects.get(pk=document_id).error
     assert "169.254.169.254 is a link-local address; fetching it is refused" in error
 
@@ -144,7 +160,7 @@ def test_fetch_failures_fail_the_document_with_a_reason(
     if page is not None:
         site.pages["/file"] = page
     document_id = post_urls(client, empty_kb, url=site.url("/file")).json()["documents"][0]["id"]
-    assert process_document(document_id) == Document.Status.FAILED
+    assert process_document(document_id, fetch=fetch_into) == Document.Status.FAILED
     document = Document.objects.get(pk=document_id)
     assert reason in document.error
     assert document.chunk_count == 0 and not document.file
@@ -155,7 +171,7 @@ def test_the_type_comes_from_the_bytes_not_the_header(client, empty_kb, site, lo
         body=build_pdf([["Pump P-100 torque: 40 newton metres."]]), content_type="text/html"
     )
     document_id = post_urls(client, empty_kb, url=site.url("/download")).json()["documents"][0]
-    assert process_document(document_id["id"]) == Document.Status.READY
+    assert process_document(document_id["id"], fetch=fetch_into) == Document.Status.READY
     document = Document.objects.get(pk=document_id["id"])
     assert document.file_type == "pdf" and document.original_filename == "download.pdf"
 
@@ -165,7 +181,7 @@ def test_the_same_url_twice_is_a_duplicate_and_replace_fetches_it_again(
 ):
     url = site.url("/help/reset-password")
     first = post_urls(client, empty_kb, url=url).json()["documents"][0]["id"]
-    process_document(first)
+    process_document(first, fetch=fetch_into)
     again = post_urls(client, empty_kb, url=url)
     assert again.status_code == 409
     assert error_of(again)["details"]["existing_document_id"] == first
@@ -173,7 +189,7 @@ def test_the_same_url_twice_is_a_duplicate_and_replace_fetches_it_again(
     site.html("/help/reset-password", "Reset your password", "Use the new self-service portal.")
     replaced = post_urls(client, empty_kb, url=url, replace=True)
     assert replaced.status_code == 202 and replaced.json()["documents"][0]["id"] == first
-    assert process_document(first) == Document.Status.READY
+    assert process_document(first, fetch=fetch_into) == Document.Status.READY
     assert b"self-service portal" in Document.objects.get(pk=first).file.read()
     assert Document.objects.filter(knowledge_base=empty_kb).count() == 1
 
@@ -189,7 +205,7 @@ def test_content_already_uploaded_fails_as_a_duplicate_naming_the_document(
     )
     assert uploaded.status_code == 202
     file_doc, url_doc = (d["id"] for d in uploaded.json()["documents"])
-    assert process_document(url_doc) == Document.Status.FAILED
+    assert process_document(url_doc, fetch=fetch_into) == Document.Status.FAILED
     error = Document.objects.get(pk=url_doc).error
     assert f"is already in the knowledge base as document {file_doc}" in error
 

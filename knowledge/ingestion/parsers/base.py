@@ -57,6 +57,8 @@ class ParseLimits:
     max_image_pixels: int = 64_000_000
     # Attachments of one e-mail message that become documents of their own.
     max_attachments: int = 50
+    # Files an uploaded .zip archive may hold (each becomes a document of its own).
+    max_archive_members: int = 1000
 
 
 @dataclass(frozen=True)

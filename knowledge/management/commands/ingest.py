@@ -22,7 +22,8 @@ from knowledge.models import Document, KnowledgeBase
 from knowledge.services import documents as document_services
 from knowledge.services import processing
 from knowledge.services.knowledge_bases import create_knowledge_base
-from knowledge.web.documents import create_url_document
+from knowledge.web.documents import create_url_document, fetch_into
+from rag_project.celery import app
 from tenancy.models import Tenant
 from tenancy.services import get_or_create_tenant
 
@@ -30,8 +31,6 @@ POLL_S = 0.5
 
 
 def _worker_answers() -> bool:
-    from rag_project.celery import app
-
     try:
         return bool(app.control.ping(timeout=1.0))
     except Exception:  # broker unreachable counts as no worker
@@ -121,7 +120,7 @@ class Command(BaseCommand):
             # An e-mail's attachments become documents as it is processed: they are processed
             # here too, listed as "message.eml/attachment.pdf".
             for i, (path, document) in enumerate(created, 1):
-                processing.process_document(document.pk)
+                processing.process_document(document.pk, fetch=fetch_into)
                 attachments = Document.objects.filter(
                     parent=document, status=Document.Status.PENDING
                 )
