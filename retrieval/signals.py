@@ -24,7 +24,7 @@ def on_knowledge_base_changed(sender, knowledge_base_id: int, index_version: int
 
 @receiver(post_delete, sender=KnowledgeBase, dispatch_uid="retrieval.forget_bm25_index")
 def forget_bm25_index(sender, instance: KnowledgeBase, **kwargs) -> None:
-    from retrieval.bm25store import identity_of
+    from retrieval.core.identity import identity_of
 
     identity = identity_of(instance)
     transaction.on_commit(

@@ -10,7 +10,6 @@ from retrieval.bm25store.store import (
     BM25StoreConfig,
     current_version,
     get_store,
-    identity_of,
 )
 
 __all__ = [
@@ -21,5 +20,4 @@ __all__ = [
     "bm25_available",
     "current_version",
     "get_store",
-    "identity_of",
 ]

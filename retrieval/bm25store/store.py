@@ -58,7 +58,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
@@ -71,14 +70,12 @@ from retrieval.bm25.segment import Segment
 from retrieval.bm25.segmented import SegmentedIndex
 from retrieval.bm25store.build import Built, build_delta, build_full, new_key
 from retrieval.bm25store.handle import IndexHandle, Tier
-from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.l2 import Malformed, RedisTier
 from retrieval.bm25store.l3 import TableTier
 from retrieval.bm25store.locks import try_build_lock
 from retrieval.bm25store.manifest import Manifest, open_manifest
 from retrieval.bm25store.merging import plan_merge
 from retrieval.bm25store.payload import (
-    Identity,
     PayloadRejected,
     PayloadUnreadable,
     SignedPayload,
@@ -86,6 +83,8 @@ from retrieval.bm25store.payload import (
     open_segment,
     seal_segment,
 )
+from retrieval.core.identity import Identity, identity_of, knowledge_base_slot
+from retrieval.core.lru import ByteLRU
 from retrieval.replica import search_reads
 
 logger = logging.getLogger(__name__)
@@ -93,7 +92,6 @@ security_logger = logging.getLogger("rag.security")
 
 _POLL_FIRST_S = 0.02
 _POLL_MAX_S = 0.25
-_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # The build lock's "version" for merges of a KB (versions are >= 0).
 _MERGE_LOCK = -1
 
@@ -216,7 +214,9 @@ class BM25Store:
         on_merge_due: Callable[[int], None] | None = None,
     ) -> None:
         self.config = config or BM25StoreConfig.from_settings()
-        self.l1: ByteLRU[View] = ByteLRU(self.config.l1_max_bytes)
+        self.l1: ByteLRU[Identity, View] = ByteLRU(
+            self.config.l1_max_bytes, slot_of=knowledge_base_slot
+        )
         self.l2 = RedisTier(
             self.config.redis_url, self.config.l2_ttl_s, self.config.build_lock_timeout_s
         )
@@ -318,8 +318,7 @@ class BM25Store:
             flight.release()
 
     def _l1_get(self, attempt: _Attempt) -> View | None:
-        hit = self.l1.get(attempt.identity, attempt.current, drop_older=False)
-        return hit[1] if hit is not None else None
+        return self.l1.get(attempt.identity, attempt.current, drop_older=False)
 
     def _flight(self, knowledge_base_id: int) -> threading.Lock:
         with self._flights_lock:
@@ -728,13 +727,13 @@ class BM25Store:
     # ------------------------------------------------------------------ helpers
 
     def _fill_l1(self, attempt: _Attempt, view: View) -> None:
-        self.l1.put(attempt.identity, view.version, view)
+        self.l1.put(attempt.identity, view, view.version)
 
     def _fill_l1_if_held(self, identity: Identity, view: View) -> None:
         """A merge replaces this process's view of the same version, if it still holds one."""
         held = self.l1.peek(identity)
         if held is not None and held.version == view.version:
-            self.l1.put(identity, view.version, view)
+            self.l1.put(identity, view, view.version)
 
     def _handle(
         self,
@@ -784,11 +783,6 @@ def _sealed(identity: Identity, segments: dict[str, Segment]) -> Iterator[Signed
         return
     with ThreadPoolExecutor(2, thread_name_prefix="bm25-seal") as pool:
         yield from pool.map(lambda item: seal_segment(identity, *item), segments.items())
-
-
-def identity_of(knowledge_base: KnowledgeBase) -> Identity:
-    epoch = (knowledge_base.created_at - _UNIX_EPOCH) // timedelta(microseconds=1)
-    return Identity(knowledge_base.tenant_id, knowledge_base.pk, epoch)
 
 
 def current_version(knowledge_base: KnowledgeBase) -> int:

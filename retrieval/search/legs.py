@@ -29,10 +29,11 @@ from knowledge.models import KnowledgeBase
 from retrieval.bm25 import kernels
 from retrieval.bm25.segmented import SegmentedIndex
 from retrieval.bm25store import BM25Store, bm25_available
+from retrieval.core.filter_sql import allowed_chunk_ids
+from retrieval.core.stamps import KnownDocuments
 from retrieval.relevance import Reach
 from retrieval.replica import REPLICA, search_reads
 from retrieval.search.errors import KnowledgeBaseNotFound
-from retrieval.search.filters import allowed_chunk_ids
 from retrieval.search.ladder import run_ladder
 from retrieval.search.options import Plan
 from retrieval.search.types import (
@@ -46,7 +47,6 @@ from retrieval.search.types import (
 )
 from retrieval.vector.policy import nearest_chunks
 from retrieval.vector.query_cache import cached_query_embedding
-from retrieval.vector.stamps import KnownDocuments
 from tenancy.models import Tenant
 
 logger = logging.getLogger(__name__)

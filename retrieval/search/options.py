@@ -18,6 +18,7 @@ from knowledge.embeddings.coverage import (
     uncovered_share,
 )
 from knowledge.models import KnowledgeBase
+from retrieval.core.stamps import KnownDocuments
 from retrieval.relevance import Reach
 from retrieval.search.errors import InvalidSearch
 from retrieval.search.types import (
@@ -28,7 +29,6 @@ from retrieval.search.types import (
     SearchOptions,
     WeightSource,
 )
-from retrieval.vector.stamps import KnownDocuments
 
 
 @dataclass
