@@ -7,6 +7,7 @@
 - ``candidates``: every knowledge base's legs fused into one order (``retrieval.fusion``);
 - ``hydration``: fused candidates to hits, from PostgreSQL, tenant-filtered;
 - ``reranking``: the rerank step over the head of the hits;
+- ``formatting``: hits as text for language models (numbered citations, a tool's answer);
 - ``errors``: what a search raises (``InvalidSearch``, ``KnowledgeBaseNotFound``);
 - ``types``: the typed vocabulary (modes, legs, options, filters, hits, traces; no Django).
 

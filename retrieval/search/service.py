@@ -30,9 +30,10 @@ from django.db import DatabaseError
 from knowledge import selectors
 from knowledge.embeddings.coverage import dominant_script, script_units
 from knowledge.models import KnowledgeBase
-from retrieval import formatting, replica
+from retrieval import replica
 from retrieval.bm25store import BM25Store, get_store
 from retrieval.relevance import RelevanceModel, crowd_of, signals
+from retrieval.search import formatting
 from retrieval.search.candidates import fuse
 from retrieval.search.errors import InvalidSearch, KnowledgeBaseNotFound
 from retrieval.search.hydration import hydrate
@@ -226,12 +227,12 @@ class RAGService:
 
     @staticmethod
     def format_for_context(hits: list[Hit], max_chars: int = 6000) -> str:
-        """Numbered citations and a sources list for an LLM prompt (see retrieval.formatting)."""
+        """Numbered citations and a sources list for an LLM prompt (see ``formatting``)."""
         return formatting.format_for_context(hits, max_chars)
 
     @staticmethod
     def format_for_tool_output(hits: list[Hit], max_chunks: int = 5) -> str:
-        """A compact answer for an agent's tool call (see retrieval.formatting)."""
+        """A compact answer for an agent's tool call (see ``formatting``)."""
         return formatting.format_for_tool_output(hits, max_chunks)
 
     def _knowledge_bases(
