@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import os
 
-from celery import Celery
+from celery import Celery, Task
 from celery.signals import celeryd_init, task_postrun, task_prerun, worker_process_init
 
-from rag_project import broker
+from rag_project import broker, heap, priority
+from rag_project.lifecycle import process_started
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rag_project.settings.development")
 
@@ -31,16 +32,12 @@ def _lower_priority(**kwargs) -> None:
     prefork pool's children inherit it; ``rag_project.priority``)."""
     from django.conf import settings
 
-    from rag_project import priority
-
     priority.lower_own(settings.WORKER_NICE)
 
 
 @worker_process_init.connect
 def _worker_process_started(**kwargs) -> None:
     """A prefork worker's child is about to take tasks: warm it (rag_project.lifecycle)."""
-    from rag_project.lifecycle import process_started
-
     process_started.send(sender="worker")
 
 
@@ -66,8 +63,6 @@ def _task_starting(task=None, **kwargs) -> None:
 def _task_done(task=None, **kwargs) -> None:
     """Between tasks: old database connections closed (above), and the heap frozen if a slow
     full collection asked for it (rag_project.heap)."""
-    from rag_project import heap
-
     _close_old_connections(task)
     heap.freeze_if_due()
 
@@ -77,7 +72,7 @@ RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.2}
 
 
 def enqueue(
-    task,
+    task: Task | str,
     *args,
     countdown: float | None = None,
     fold: tuple[str, float] | None = None,
@@ -86,6 +81,10 @@ def enqueue(
     """Queue ``task(*args, **kwargs)`` once the current transaction commits (at once outside
     one), so a task never runs before the data it needs is visible and a rolled-back change
     queues nothing.
+
+    ``task``: the task, or its registered name (``"retrieval.merge_bm25_segments"``), which a
+    module queues when the task's own module imports it (the task calls back into it). The name
+    must be registered: an unknown one raises KeyError here, in the caller.
 
     ``fold``: (cache key, seconds). Queue only when no task queued under that key is still
     waiting: the key is set when one is queued and the task clears it (``unfold``) before it
@@ -98,6 +97,9 @@ def enqueue(
     periodic reaper (Celery beat): pending documents, re-analysis and re-embedding by
     ``knowledge.services.upkeep``, BM25 warming and calibration by ``retrieval.changes``.
     """
+
+    if isinstance(task, str):
+        task = task_named(task)
 
     def send() -> None:
         if fold is not None and not _first_to_fold(*fold):
@@ -117,6 +119,15 @@ def enqueue(
     from django.db import transaction
 
     transaction.on_commit(send, robust=True)
+
+
+def task_named(name: str) -> Task:
+    """The task registered under ``name``. Every installed app's tasks module is imported first
+    when the name is not registered yet (Celery's autodiscovery, which a process that has not
+    imported that module has not run); KeyError when no app registers it."""
+    if name not in app.tasks:
+        app.loader.import_default_modules()
+    return app.tasks[name]
 
 
 def _first_to_fold(key: str, seconds: float) -> bool:

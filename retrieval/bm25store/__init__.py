@@ -10,6 +10,7 @@ from retrieval.bm25store.store import (
     BM25StoreConfig,
     current_version,
     get_store,
+    merge_due,
 )
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "bm25_available",
     "current_version",
     "get_store",
+    "merge_due",
 ]

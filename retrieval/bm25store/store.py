@@ -16,7 +16,9 @@ a **delta** on the newest stored manifest: one small segment for the documents n
 their old chunks added to the deletions (``build.build_delta``; milliseconds for a document).
 Only a knowledge base never built, a change of analysis (analyser version, user words) or a
 change to more than ``DELTA_MAX_FRACTION`` of the chunks builds in full. Merges fold small
-segments and drop deleted chunks in the background (``merge``, a Celery task).
+segments and drop deleted chunks in the background (``merge``, a Celery task): a build that
+leaves segments to fold sends ``merge_due``, and ``retrieval.changes`` queues the merge (the
+store queues no task itself).
 
 A payload from L2 or L3 whose HMAC does not check out is never unpickled: it is deleted from
 that tier, logged on ``rag.security``, and the store carries on to the next tier or rebuilds.
@@ -63,6 +65,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.dispatch import Signal
 
 from knowledge.models import KnowledgeBase
 from retrieval.bm25 import kernels
@@ -94,6 +97,10 @@ _POLL_FIRST_S = 0.02
 _POLL_MAX_S = 0.25
 # The build lock's "version" for merges of a KB (versions are >= 0).
 _MERGE_LOCK = -1
+
+# Sent (``knowledge_base_id``) when a build leaves segments to fold (``merging.plan_merge``):
+# ``retrieval.signals`` has ``retrieval.changes`` queue the merge.
+merge_due = Signal()
 
 
 @dataclass(frozen=True)
@@ -206,7 +213,8 @@ class _Attempt:
 
 
 class BM25Store:
-    """Per-process object (see ``get_store``); thread-safe."""
+    """Per-process object (see ``get_store``); thread-safe. ``on_merge_due(knowledge_base_id)``
+    is called when a build leaves segments to fold (by default: ``merge_due`` is sent)."""
 
     def __init__(
         self,
@@ -221,7 +229,7 @@ class BM25Store:
             self.config.redis_url, self.config.l2_ttl_s, self.config.build_lock_timeout_s
         )
         self.l3 = TableTier()
-        self.on_merge_due = on_merge_due or _queue_merge
+        self.on_merge_due = on_merge_due or _announce_merge_due
         self._build_count = 0
         self._delta_count = 0
         self._count_lock = threading.Lock()
@@ -767,11 +775,8 @@ class BM25Store:
         )
 
 
-def _queue_merge(knowledge_base_id: int) -> None:
-    from rag_project.celery import enqueue
-    from retrieval import tasks
-
-    enqueue(tasks.merge_bm25_segments, knowledge_base_id)
+def _announce_merge_due(knowledge_base_id: int) -> None:
+    merge_due.send(sender=BM25Store, knowledge_base_id=knowledge_base_id)
 
 
 def _sealed(identity: Identity, segments: dict[str, Segment]) -> Iterator[SignedPayload]:
