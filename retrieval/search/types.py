@@ -27,7 +27,8 @@ class SearchMode(StrEnum):
 
 
 class Leg(StrEnum):
-    """The two retrievers a search fuses, in the order they run."""
+    """The two retrievers a search fuses, in the order traces list them (a search runs the
+    keyword leg first: ``RAGService._answer``)."""
 
     VECTOR = "vector"
     KEYWORD = "keyword"
