@@ -37,7 +37,7 @@ mostly PostgreSQL detoasting the vectors). The ready documents' ``chunk_count`` 
 before anything is fetched.
 
 In a search that runs both legs, the matrix follows the keyword leg's BM25 view (which runs
-first, ``retrieval.search.legs``): while that view is older than the knowledge base's version
+first: ``RAGService._answer``): while that view is older than the knowledge base's version
 (the keyword leg defers to the worker's build of the new one), a matrix of the view's version
 or later answers as it is, so the vector leg does not run ahead of the keyword leg and both
 catch up together; catching up to the view's version, the delta takes the documents and their
