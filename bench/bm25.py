@@ -25,9 +25,10 @@ from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import KnowledgeBase
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.bm25.segment import Segment, plan_segments
-from retrieval.bm25store import BM25Store, Tier, identity_of
+from retrieval.bm25store import BM25Store, Tier
 from retrieval.bm25store.build import Built, new_key
 from retrieval.bm25store.manifest import Manifest, analysis_basis
+from retrieval.core.identity import identity_of
 
 TIER_REPEATS = 5
 

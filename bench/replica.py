@@ -53,7 +53,7 @@ def bench_replica(options: dict[str, Any]) -> dict[str, Any]:
     from knowledge.services.processing import process_document
     from retrieval import replica
     from retrieval.bm25store.build import build_full
-    from retrieval.bm25store.store import identity_of
+    from retrieval.core.identity import identity_of
     from retrieval.search import RAGService
     from retrieval.search.options import settle
     from retrieval.search.types import SearchOptions

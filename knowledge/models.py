@@ -222,7 +222,7 @@ class Document(models.Model):
             models.Index(fields=["status", "updated_at"], name="document_status_updated"),
             GinIndex(fields=["metadata"], name="document_metadata_gin"),
             # The searchable documents' stamps, read after every change by each process
-            # catching up (retrieval.vector.stamps) and by the index builds
+            # catching up (retrieval.core.stamps) and by the index builds
             # (retrieval.bm25store.build): an index-only scan of a few pages instead of a scan of
             # the table. The condition is knowledge.selectors.SEARCHABLE_DOCUMENT.
             models.Index(

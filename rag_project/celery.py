@@ -13,7 +13,8 @@ import os
 from celery import Celery, Task
 from celery.signals import celeryd_init, task_postrun, task_prerun, worker_process_init
 
-from rag_project import broker
+from rag_project import broker, heap, priority
+from rag_project.lifecycle import process_started
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rag_project.settings.development")
 
@@ -31,16 +32,12 @@ def _lower_priority(**kwargs) -> None:
     prefork pool's children inherit it; ``rag_project.priority``)."""
     from django.conf import settings
 
-    from rag_project import priority
-
     priority.lower_own(settings.WORKER_NICE)
 
 
 @worker_process_init.connect
 def _worker_process_started(**kwargs) -> None:
     """A prefork worker's child is about to take tasks: warm it (rag_project.lifecycle)."""
-    from rag_project.lifecycle import process_started
-
     process_started.send(sender="worker")
 
 
@@ -66,8 +63,6 @@ def _task_starting(task=None, **kwargs) -> None:
 def _task_done(task=None, **kwargs) -> None:
     """Between tasks: old database connections closed (above), and the heap frozen if a slow
     full collection asked for it (rag_project.heap)."""
-    from rag_project import heap
-
     _close_old_connections(task)
     heap.freeze_if_due()
 

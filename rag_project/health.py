@@ -37,6 +37,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from rag_project import heap
+from rag_project.celery import app
 from rag_project.lifecycle import WARM
 
 # A solo or busy worker reads control messages about once a second; a shorter wait misses it.
@@ -62,8 +63,6 @@ def _check_redis() -> dict:
 
 
 def _count_workers() -> dict:
-    from rag_project.celery import app
-
     try:
         replies = app.control.ping(timeout=WORKER_PING_TIMEOUT_S) or []
     except redis.ConnectionError:

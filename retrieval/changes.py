@@ -8,22 +8,22 @@ and on commit this module queues:
   the stored one: one small segment and the deletions; see ``retrieval.bm25store``), so the
   first search after an upload does not pay for it; the HNSW index for the knowledge base's
   vector dimension is made sure of on the way. (Nothing is invalidated: the old manifest and
-  segments are the base of the new one.) A build that leaves segments to fold queues
-  ``merge_segments``;
+  segments are the base of the new one.) A build that leaves segments to fold, here or in a
+  search, sends ``bm25store.merge_due``, and ``queue_merge`` queues ``merge_segments``;
 - ``calibrate_when_settled``: the label-free calibration of the fusion weights and the relevance
   models (for every knowledge base: fixed weights still need relevance), debounced, one waiting
   task per knowledge base. A change queues it for ``RAG_CALIBRATION_DELAY_S`` later with the
   version it saw, unless one is already waiting (a Redis key, ``CALIBRATION_PENDING``, set
   while a task waits); the task clears the key first, then, if the knowledge base has changed
   since, queues itself again for the same delay with the newer version, so a burst of uploads
-  calibrates once, after the last one. (Until 2026-11-24 every change queued its own task, and
-  all but the last found the knowledge base changed and did nothing: two per churned document,
-  and a bulk import of 20k documents left 20k such tasks, ~9 ms of a worker's CPU each.)
+  calibrates once, after the last one (a task per change would find the knowledge base changed
+  and do nothing, all but the last).
 
-Both are safe to run twice. A task that could not be queued (broker down) is found by
-``reap_index_upkeep`` (beat): until then a search builds the index on demand, as it would for a
-cold process. A deleted knowledge base leaves nothing behind: its L3 rows cascade, its L2 keys
-and this process's L1 entries go in ``forget_knowledge_base``.
+Both are safe to run twice. They are queued by name (``INVALIDATE_AND_WARM``...), since their
+tasks (``retrieval.tasks``) call this module. A task that could not be queued (broker down) is
+found by ``reap_index_upkeep`` (beat): until then a search builds the index on demand, as it
+would for a cold process. A deleted knowledge base leaves nothing behind: its L3 rows cascade,
+its L2 keys and this process's L1 entries go in ``forget_knowledge_base``.
 """
 
 from __future__ import annotations
@@ -40,29 +40,38 @@ from knowledge.models import Document, KnowledgeBase
 from rag_project.celery import enqueue, unfold
 from retrieval.bm25store import get_store
 from retrieval.bm25store.merging import MAX_DELETED_FRACTION, MERGE_FACTOR
+from retrieval.calibration import calibrate
 from retrieval.models import BM25Manifest, BM25Segment
+from retrieval.vector import hostfile
+from retrieval.vector.hnsw import ensure_vector_index
+from retrieval.vector.matrix import get_matrix_cache
 
 logger = logging.getLogger(__name__)
 
 CALIBRATION_PENDING = "retrieval:calibration-pending:{}"  # cache key per knowledge base id
+# The tasks of this module's work, by the names ``retrieval.tasks`` registers them under.
+INVALIDATE_AND_WARM = "retrieval.invalidate_and_warm_bm25"
+MERGE_SEGMENTS = "retrieval.merge_bm25_segments"
+CALIBRATE_WHEN_SETTLED = "retrieval.calibrate_when_settled"
 
 
 def on_change(knowledge_base_id: int, index_version: int) -> None:
     """Queue the work that follows a change (call it inside the changing transaction: the
     tasks are sent when it commits)."""
-    from retrieval import tasks
-
-    enqueue(tasks.invalidate_and_warm_bm25, knowledge_base_id, index_version=index_version)
+    enqueue(INVALIDATE_AND_WARM, knowledge_base_id, index_version=index_version)
     queue_calibration(knowledge_base_id, index_version)
+
+
+def queue_merge(knowledge_base_id: int) -> None:
+    """Queue ``merge_segments``: a build left segments to fold (``bm25store.merge_due``)."""
+    enqueue(MERGE_SEGMENTS, knowledge_base_id)
 
 
 def queue_calibration(knowledge_base_id: int, index_version: int) -> None:
     """Queue ``calibrate_when_settled`` ``RAG_CALIBRATION_DELAY_S`` after the commit, unless a
     task for the knowledge base is already waiting (it will see this change when it runs)."""
-    from retrieval import tasks
-
     enqueue(
-        tasks.calibrate_when_settled,
+        CALIBRATE_WHEN_SETTLED,
         knowledge_base_id,
         index_version,
         countdown=settings.RAG_CALIBRATION_DELAY_S,
@@ -119,9 +128,6 @@ def forget_knowledge_base(
     """A deleted KB leaves nothing behind: its rows cascade; L2, this process's L1 and the
     host's vector files go here (other hosts' files are never read again: their directory
     names the KB's creation time; they go with the host's data directory)."""
-    from retrieval.vector import hostfile
-    from retrieval.vector.matrix import get_matrix_cache
-
     get_store().invalidate(knowledge_base_id)
     get_matrix_cache().discard(knowledge_base_id)
     if tenant_id is not None and epoch is not None:
@@ -131,8 +137,6 @@ def forget_knowledge_base(
 def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:
     """Calibrate the knowledge base if it has not changed since ``index_version`` (else queue
     this again, see the module docstring) and has changed enough since its last calibration."""
-    from retrieval.calibration import calibrate
-
     unfold(CALIBRATION_PENDING.format(knowledge_base_id))  # later changes queue their own
     kb = KnowledgeBase.objects.select_related("tenant").filter(pk=knowledge_base_id).first()
     if kb is None:
@@ -152,8 +156,6 @@ def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:
 
 
 def ensure_vector_index_for(kb: KnowledgeBase) -> None:
-    from retrieval.vector.hnsw import ensure_vector_index
-
     if kb.embedding_dimensions and not connection.in_atomic_block:
         ensure_vector_index(kb.embedding_dimensions)
 
@@ -164,8 +166,6 @@ def reap_index_upkeep() -> dict[str, list[int]]:
     fold or old segments to delete, and a calibration for every knowledge base whose last
     calibration is missing or out of date. The tasks check again when they run, so queuing
     one too many costs a lookup."""
-    from retrieval import tasks
-
     stale_index = list(
         KnowledgeBase.objects.annotate(
             stored=Subquery(
@@ -178,7 +178,7 @@ def reap_index_upkeep() -> dict[str, list[int]]:
         .values_list("pk", "index_version")
     )
     for kb_id, version in stale_index:
-        enqueue(tasks.invalidate_and_warm_bm25, kb_id, index_version=version)
+        enqueue(INVALIDATE_AND_WARM, kb_id, index_version=version)
     grace = timezone.now() - timedelta(seconds=settings.BM25_SEGMENT_GRACE_S)
     to_merge = sorted(
         set(
@@ -194,7 +194,7 @@ def reap_index_upkeep() -> dict[str, list[int]]:
         )
     )
     for kb_id in to_merge:
-        enqueue(tasks.merge_bm25_segments, kb_id)
+        enqueue(MERGE_SEGMENTS, kb_id)
     uncalibrated = []
     for kb in KnowledgeBase.objects.annotate(
         chunks=Sum("documents__chunk_count", filter=Q(documents__status=Document.Status.READY))
@@ -203,7 +203,7 @@ def reap_index_upkeep() -> dict[str, list[int]]:
         if chunks >= settings.RAG_CALIBRATION_MIN_CHUNKS and _needs_calibration(
             kb.calibration, chunks
         ):
-            enqueue(tasks.calibrate_when_settled, kb.pk, kb.index_version)
+            enqueue(CALIBRATE_WHEN_SETTLED, kb.pk, kb.index_version)
             uncalibrated.append(kb.pk)
     return {
         "bm25": [kb_id for kb_id, _ in stale_index],

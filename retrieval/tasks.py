@@ -8,7 +8,7 @@ from retrieval.vector import upkeep
 
 
 @shared_task(
-    name="retrieval.invalidate_and_warm_bm25",
+    name=changes.INVALIDATE_AND_WARM,
     autoretry_for=(OperationalError,),
     retry_backoff=True,
     max_retries=3,
@@ -18,7 +18,7 @@ def invalidate_and_warm_bm25(knowledge_base_id: int, index_version: int | None =
 
 
 @shared_task(
-    name="retrieval.merge_bm25_segments",
+    name=changes.MERGE_SEGMENTS,
     autoretry_for=(OperationalError,),
     retry_backoff=True,
     max_retries=3,
@@ -27,7 +27,7 @@ def merge_bm25_segments(knowledge_base_id: int) -> str:
     return changes.merge_segments(knowledge_base_id)
 
 
-@shared_task(name="retrieval.calibrate_when_settled")
+@shared_task(name=changes.CALIBRATE_WHEN_SETTLED)
 def calibrate_when_settled(knowledge_base_id: int, index_version: int) -> str:
     return changes.calibrate_when_settled(knowledge_base_id, index_version)
 

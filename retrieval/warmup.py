@@ -44,8 +44,16 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.models import Q, Sum
 
+from knowledge.analysis import get_analyzer
+from knowledge.analysis.chinese import load_jieba
+from knowledge.embeddings import config_for_knowledge_base, get_embedder
+from knowledge.models import Document, KnowledgeBase
 from rag_project import heap
 from rag_project.lifecycle import WARM, process_started
+from retrieval.bm25 import kernels as bm25_kernels
+from retrieval.bm25store import bm25_available, get_store
+from retrieval.vector import kernels as vector_kernels
+from retrieval.vector.matrix import get_matrix_cache
 
 logger = logging.getLogger(__name__)
 
@@ -136,18 +144,12 @@ def _step(name: str, load) -> None:
 
 
 def _analyzer() -> bool:
-    from knowledge.analysis import get_analyzer
-    from knowledge.analysis.chinese import load_jieba
-
     load_jieba()
     get_analyzer().tokens("预热分词词典 warming the analyser")
     return True
 
 
 def _models() -> list[str]:
-    from knowledge.embeddings import config_for_knowledge_base, get_embedder
-    from knowledge.models import KnowledgeBase
-
     seen, loaded = set(), []
     for kb in KnowledgeBase.objects.order_by("pk"):
         config = config_for_knowledge_base(kb)
@@ -163,17 +165,13 @@ def _models() -> list[str]:
 
 def _bm25_compiled() -> bool:
     """BM25's compiled query loops (``retrieval.bm25.kernels``): whether they are in use."""
-    from retrieval.bm25 import kernels
-
-    return settings.BM25_COMPILED and kernels.load()
+    return settings.BM25_COMPILED and bm25_kernels.load()
 
 
 def _vector_compiled() -> bool:
     """The vector leg's compiled loops (``retrieval.vector.kernels``), for IVF bases' codes:
     whether they are in use."""
-    from retrieval.vector import kernels
-
-    return settings.VECTOR_IVF_CODES and kernels.load()
+    return settings.VECTOR_IVF_CODES and vector_kernels.load()
 
 
 def _routes() -> int:
@@ -186,8 +184,6 @@ def _routes() -> int:
 
 def hottest_knowledge_bases(limit: int):
     """The knowledge bases worth loading first: those with the most ready chunks."""
-    from knowledge.models import Document, KnowledgeBase
-
     return list(
         KnowledgeBase.objects.annotate(
             ready_chunks=Sum(
@@ -200,9 +196,6 @@ def hottest_knowledge_bases(limit: int):
 
 
 def _knowledge_bases(vectors: bool = True) -> list[int]:
-    from retrieval.bm25store import bm25_available, get_store
-    from retrieval.vector.matrix import get_matrix_cache
-
     warmed = []
     for kb in hottest_knowledge_bases(settings.RAG_WARM_KNOWLEDGE_BASES):
         if bm25_available():

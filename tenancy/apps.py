@@ -1,4 +1,7 @@
 from django.apps import AppConfig
+from django.urls import register_converter
+
+from tenancy.api.converters import IdConverter
 
 
 class TenancyConfig(AppConfig):
@@ -11,8 +14,4 @@ class TenancyConfig(AppConfig):
         # The ``<id:pk>`` converter of every app's API URLs. Registered here, before any URLconf
         # is loaded, so the root URLconf (rag_project) names apps by dotted strings only and
         # never imports tenancy.
-        from django.urls import register_converter
-
-        from tenancy.api.converters import IdConverter
-
         register_converter(IdConverter, "id")

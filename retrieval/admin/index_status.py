@@ -8,7 +8,8 @@ from datetime import datetime
 from django.db.models import Sum
 
 from knowledge.models import KnowledgeBase
-from retrieval.bm25store import bm25_available, get_store, identity_of
+from retrieval.bm25store import bm25_available, get_store
+from retrieval.core.identity import identity_of
 from retrieval.models import BM25Manifest, BM25Segment
 
 
@@ -81,5 +82,5 @@ def index_status(knowledge_base: KnowledgeBase) -> IndexStatus:
         merges=row.merges if row else 0,
         l2_version=l2_version,
         redis_up=store.l2.available,
-        l1_version=in_memory[0] if in_memory else None,
+        l1_version=in_memory.version if in_memory else None,
     )

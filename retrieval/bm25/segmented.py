@@ -56,18 +56,17 @@ removes them.
 from __future__ import annotations
 
 import sys
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from types import ModuleType
-from typing import Generic, NamedTuple, TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 
 from retrieval.bm25 import kernels
 from retrieval.bm25.index import BM25Params
 from retrieval.bm25.segment import PairGrid, Segment
+from retrieval.core.lru import ByteLRU
 
 _DENSE_FRACTION = 8  # read a sum back by a dense scan when the postings reach 1/8 of the docs
 # Try MaxScore when the other terms read at most this fraction of the dominant term's postings.
@@ -234,15 +233,16 @@ class SegmentedIndex:
         self._idf_by_df = _floored_idf_by_df(self._df, self._n, params.epsilon)
         # The numpy path's contributions of terms kept as weights (see ``_term_contributions``),
         # and the compiled path's terms (``_Term``: their layouts' pieces and idf).
-        self._weights = _ByteLRU(weight_cache_bytes, _part_bytes)
-        self._terms: _ByteLRU[int, _Term] = _ByteLRU(layout_cache_bytes, _term_bytes)
+        self._weights: ByteLRU[int, _Part] = ByteLRU(weight_cache_bytes, _part_bytes)
+        self._terms: ByteLRU[int, _Term] = ByteLRU(layout_cache_bytes, _term_bytes)
         # Rarer terms' positions and contributions, in their own LRU so that they never push
         # a common term out: computing one costs ~5 us of numpy calls, reading it ~0.5 us.
-        self._rare: _ByteLRU[int, _Part] = _ByteLRU(RARE_CACHE_BYTES, _part_bytes)
+        self._rare: ByteLRU[int, _Part] = ByteLRU(RARE_CACHE_BYTES, _part_bytes)
         self._cache_min_postings = cache_min_postings
-        # Layouts are keyed by global term id, so only views that kept the vocabulary share.
-        self._layouts: _ByteLRU[int, _Layout] = (
-            previous._layouts if reused else _ByteLRU(layout_cache_bytes, _layout_bytes)
+        # Layouts are keyed by global term id, so only views that kept the vocabulary share;
+        # versioned by the generation of the view that made them.
+        self._layouts: ByteLRU[int, _Layout] = (
+            previous._layouts if reused else ByteLRU(layout_cache_bytes, _layout_bytes)
         )
         self._generation = previous._generation + 1 if reused else 0
         # Every segment's pair table under this view's average length, concatenated in view
@@ -945,9 +945,8 @@ class SegmentedIndex:
         ):
             pieces[-2:] = [_joined(pieces[-2], pieces[-1], self._position_type)]
         layout = _Layout(key, tuple(pieces), self._generation)
-        newer = layout.generation
         # An older view still serving a search does not take the entry back from a newer one.
-        self._layouts.put(term_id, layout, replace=lambda held: held.generation <= newer)
+        self._layouts.put(term_id, layout, layout.generation)
         return layout
 
     def _piece(
@@ -1335,48 +1334,6 @@ def _identity(n: int) -> np.ndarray:
 
 
 _AnyPart = TypeVar("_AnyPart", tuple[np.ndarray, np.ndarray], "_Term")
-
-
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-
-class _ByteLRU(Generic[_K, _V]):
-    """A thread-safe LRU bounded in bytes (``size_of`` an entry). Entries are never written
-    after they are put, so readers share them."""
-
-    def __init__(self, max_bytes: int, size_of: Callable[[_V], int]) -> None:
-        self.max_bytes = max_bytes
-        self.nbytes = 0
-        self._size_of = size_of
-        self._entries: OrderedDict[_K, _V] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: _K) -> _V | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: _K, value: _V, replace: Callable[[_V], bool] | None = None) -> None:
-        """Keep ``value`` unless an entry is held for ``key`` and ``replace`` (default: never)
-        refuses it."""
-        size = self._size_of(value)
-        if size > self.max_bytes:
-            return
-        with self._lock:
-            held = self._entries.get(key)
-            if held is not None:
-                if replace is None or not replace(held):
-                    return
-                del self._entries[key]
-                self.nbytes -= self._size_of(held)
-            self._entries[key] = value
-            self.nbytes += size
-            while self.nbytes > self.max_bytes:
-                _, evicted = self._entries.popitem(last=False)
-                self.nbytes -= self._size_of(evicted)
 
 
 def _part_bytes(part: _Part) -> int:

@@ -10,7 +10,7 @@ from retrieval.bm25store.store import (
     BM25StoreConfig,
     current_version,
     get_store,
-    identity_of,
+    merge_due,
 )
 
 __all__ = [
@@ -21,5 +21,5 @@ __all__ = [
     "bm25_available",
     "current_version",
     "get_store",
-    "identity_of",
+    "merge_due",
 ]

@@ -38,20 +38,25 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from knowledge.analysis import ANALYZER_VERSION
 from knowledge.models import KnowledgeBase
 from knowledge.selectors import searchable_document_sql
 from retrieval.bm25.segment import Segment
 from retrieval.bm25store.fetch import fetch_segments
-from retrieval.bm25store.manifest import Manifest, analysis_basis, document_stamp
+from retrieval.bm25store.manifest import Manifest, analysis_basis
+from retrieval.core.snapshot import snapshot
+from retrieval.core.stamps import (
+    NOT_PROCESSED,
+    PROCESSED_AT_BYTES,
+    document_stamp,
+    micros_since_1970,
+)
 from retrieval.replica import search_reads
-from retrieval.vector.stamps import NOT_PROCESSED, PROCESSED_AT_BYTES, micros_since_1970
 
 # A delta deleting or adding more than this fraction of the live chunks is built in full.
 DELTA_MAX_FRACTION = 0.3
@@ -195,17 +200,3 @@ def documents_state(
     micros = micros_since_1970(rows["at"])
     micros[micros == NOT_PROCESSED] = 0  # a stamp of 0 for "never processed", as ever
     return rows["id"].astype(np.int64), document_stamp(micros, rows["analyzer"].astype(np.int64))
-
-
-@contextmanager
-def snapshot(using: str | None = None):
-    """A REPEATABLE READ, read-only transaction on database ``using`` (default: the primary),
-    or the caller's own there, if one is open."""
-    connection = connections[using or DEFAULT_DB_ALIAS]
-    if connection.in_atomic_block:
-        yield
-        return
-    with transaction.atomic(using=connection.alias):
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        yield

@@ -1,9 +1,10 @@
 """L2: Redis, shared by every process: a knowledge base's manifest and its segments, with a TTL.
 
 The manifest is one hash per knowledge base (``rag:bm25:m:<kb>``) holding ``v`` (version),
-``e`` (the KB's epoch, see payload.Identity), ``s`` (signature) and ``p`` (payload). Its reads
-and writes are Lua scripts so that a stale manifest is never transferred (a read asks for
-"version >= n") and a slow writer can never replace a newer manifest with an older one. Each
+``e`` (the KB's epoch, see ``retrieval.core.identity``), ``s`` (signature) and ``p``
+(payload). Its reads and writes are Lua scripts so that a stale manifest is never transferred
+(a read asks for "version >= n") and a slow writer can never replace a newer manifest with an
+older one. Each
 segment is a hash of its own (``rag:bm25:s:<kb>:<key>``: ``e``, ``s``, ``p``); segments never
 change, so they need no such care.
 
@@ -22,7 +23,8 @@ import time
 import redis
 from redis.lock import Lock
 
-from retrieval.bm25store.payload import Identity, SignedPayload, manifest_label, segment_label
+from retrieval.bm25store.payload import SignedPayload, manifest_label, segment_label
+from retrieval.core.identity import Identity
 
 logger = logging.getLogger(__name__)
 

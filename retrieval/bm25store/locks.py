@@ -14,7 +14,7 @@ import redis
 from django.db import DatabaseError, connection
 
 from retrieval.bm25store.l2 import RedisTier
-from retrieval.bm25store.payload import Identity
+from retrieval.core.identity import Identity
 
 logger = logging.getLogger(__name__)
 

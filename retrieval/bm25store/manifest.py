@@ -1,11 +1,12 @@
 """A manifest: which segments (and which deletions) make a knowledge base's index at a version.
 
 Besides the segment keys and the deleted chunk ids it records the state of every searchable
-document it reflects, ``(id, processed_at, analyzer_version)`` packed as one int64 stamp, and
-the ``basis`` (analyser version and the knowledge base's user words) its tokens were analysed
-under. The next version's manifest is made from it by a delta (``retrieval.bm25store.build``):
-documents whose stamp changed or that are gone have their chunks deleted, documents new or
-changed become one small segment. A different basis means every token may differ: full build.
+document it reflects, its id and ``(processed_at, analyzer_version)`` packed as one int64
+(``retrieval.core.stamps.document_stamp``), and the ``basis`` (analyser version and the
+knowledge base's user words) its tokens were analysed under. The next version's manifest is
+made from it by a delta (``retrieval.bm25store.build``): documents whose stamp changed or that
+are gone have their chunks deleted, documents new or changed become one small segment. A
+different basis means every token may differ: full build.
 
 It also records, per segment with deletions, how many of its deleted chunks hold each of its
 terms (``dead``): every search process composing the version then has the segment's live
@@ -35,7 +36,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from retrieval.bm25store.payload import (
-    Identity,
     PayloadRejected,
     PayloadUnreadable,
     SignedPayload,
@@ -43,9 +43,9 @@ from retrieval.bm25store.payload import (
     open_raw,
     seal,
 )
+from retrieval.core.identity import Identity
 
 MANIFEST_FORMAT = 2
-_STAMP_ANALYZER_BITS = 8
 _MAGIC = b"BM25MAN\x00"
 _HEAD = struct.Struct("<8sI")  # magic, then the JSON header's length in bytes
 # The integer types an array may be stored in (little-endian), and what each is read into.
@@ -59,20 +59,6 @@ _ARRAYS = (
     ("dead_terms", np.int32),  # as differences within each segment's run, each from 0
     ("dead_counts", np.int32),
 )
-
-
-def document_stamp(processed_at_us: np.ndarray, analyzer_version: np.ndarray) -> np.ndarray:
-    """One int64 per document that changes whenever its searchable chunks may have: processed
-    (or curated) again, or re-analysed."""
-    return (processed_at_us.astype(np.int64) << _STAMP_ANALYZER_BITS) | analyzer_version.astype(
-        np.int64
-    )
-
-
-def processed_micros(stamps: np.ndarray) -> np.ndarray:
-    """The processed_at (microseconds since 1970, 0 when never processed) of
-    ``document_stamp``s."""
-    return np.asarray(stamps, dtype=np.int64) >> _STAMP_ANALYZER_BITS
 
 
 def analysis_basis(analyzer_version: int, user_words: list[str] | None) -> str:

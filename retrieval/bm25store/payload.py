@@ -23,6 +23,7 @@ from django.conf import settings
 from django.utils.crypto import salted_hmac
 
 from retrieval.bm25.segment import Segment
+from retrieval.core.identity import Identity
 
 _SALT = "retrieval.bm25store.payload"
 # zlib level 1: every level inflates at the same speed (the output size sets the cost), and
@@ -36,17 +37,6 @@ class PayloadRejected(Exception):
 
 class PayloadUnreadable(Exception):
     """Signed by us but not loadable here (e.g. an older format after an upgrade)."""
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Which knowledge base an entry belongs to. ``epoch`` (its creation time in microseconds)
-    tells apart two KBs that had the same id in two lives of a database (a test database made
-    afresh, a database recreated in development) while Redis kept the older one's entries."""
-
-    tenant_id: int
-    knowledge_base_id: int
-    epoch: int
 
 
 @dataclass(frozen=True)

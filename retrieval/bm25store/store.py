@@ -16,7 +16,9 @@ a **delta** on the newest stored manifest: one small segment for the documents n
 their old chunks added to the deletions (``build.build_delta``; milliseconds for a document).
 Only a knowledge base never built, a change of analysis (analyser version, user words) or a
 change to more than ``DELTA_MAX_FRACTION`` of the chunks builds in full. Merges fold small
-segments and drop deleted chunks in the background (``merge``, a Celery task).
+segments and drop deleted chunks in the background (``merge``, a Celery task): a build that
+leaves segments to fold sends ``merge_due``, and ``retrieval.changes`` queues the merge (the
+store queues no task itself).
 
 A payload from L2 or L3 whose HMAC does not check out is never unpickled: it is deleted from
 that tier, logged on ``rag.security``, and the store carries on to the next tier or rebuilds.
@@ -58,12 +60,12 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.dispatch import Signal
 
 from knowledge.models import KnowledgeBase
 from retrieval.bm25 import kernels
@@ -71,14 +73,12 @@ from retrieval.bm25.segment import Segment
 from retrieval.bm25.segmented import SegmentedIndex
 from retrieval.bm25store.build import Built, build_delta, build_full, new_key
 from retrieval.bm25store.handle import IndexHandle, Tier
-from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.l2 import Malformed, RedisTier
 from retrieval.bm25store.l3 import TableTier
 from retrieval.bm25store.locks import try_build_lock
 from retrieval.bm25store.manifest import Manifest, open_manifest
 from retrieval.bm25store.merging import plan_merge
 from retrieval.bm25store.payload import (
-    Identity,
     PayloadRejected,
     PayloadUnreadable,
     SignedPayload,
@@ -86,6 +86,8 @@ from retrieval.bm25store.payload import (
     open_segment,
     seal_segment,
 )
+from retrieval.core.identity import Identity, identity_of, knowledge_base_slot
+from retrieval.core.lru import ByteLRU
 from retrieval.replica import search_reads
 
 logger = logging.getLogger(__name__)
@@ -93,9 +95,12 @@ security_logger = logging.getLogger("rag.security")
 
 _POLL_FIRST_S = 0.02
 _POLL_MAX_S = 0.25
-_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # The build lock's "version" for merges of a KB (versions are >= 0).
 _MERGE_LOCK = -1
+
+# Sent (``knowledge_base_id``) when a build leaves segments to fold (``merging.plan_merge``):
+# ``retrieval.signals`` has ``retrieval.changes`` queue the merge.
+merge_due = Signal()
 
 
 @dataclass(frozen=True)
@@ -208,7 +213,8 @@ class _Attempt:
 
 
 class BM25Store:
-    """Per-process object (see ``get_store``); thread-safe."""
+    """Per-process object (see ``get_store``); thread-safe. ``on_merge_due(knowledge_base_id)``
+    is called when a build leaves segments to fold (by default: ``merge_due`` is sent)."""
 
     def __init__(
         self,
@@ -216,12 +222,14 @@ class BM25Store:
         on_merge_due: Callable[[int], None] | None = None,
     ) -> None:
         self.config = config or BM25StoreConfig.from_settings()
-        self.l1: ByteLRU[View] = ByteLRU(self.config.l1_max_bytes)
+        self.l1: ByteLRU[Identity, View] = ByteLRU(
+            self.config.l1_max_bytes, slot_of=knowledge_base_slot
+        )
         self.l2 = RedisTier(
             self.config.redis_url, self.config.l2_ttl_s, self.config.build_lock_timeout_s
         )
         self.l3 = TableTier()
-        self.on_merge_due = on_merge_due or _queue_merge
+        self.on_merge_due = on_merge_due or _announce_merge_due
         self._build_count = 0
         self._delta_count = 0
         self._count_lock = threading.Lock()
@@ -318,8 +326,7 @@ class BM25Store:
             flight.release()
 
     def _l1_get(self, attempt: _Attempt) -> View | None:
-        hit = self.l1.get(attempt.identity, attempt.current, drop_older=False)
-        return hit[1] if hit is not None else None
+        return self.l1.get(attempt.identity, attempt.current, drop_older=False)
 
     def _flight(self, knowledge_base_id: int) -> threading.Lock:
         with self._flights_lock:
@@ -728,13 +735,13 @@ class BM25Store:
     # ------------------------------------------------------------------ helpers
 
     def _fill_l1(self, attempt: _Attempt, view: View) -> None:
-        self.l1.put(attempt.identity, view.version, view)
+        self.l1.put(attempt.identity, view, view.version)
 
     def _fill_l1_if_held(self, identity: Identity, view: View) -> None:
         """A merge replaces this process's view of the same version, if it still holds one."""
         held = self.l1.peek(identity)
         if held is not None and held.version == view.version:
-            self.l1.put(identity, view.version, view)
+            self.l1.put(identity, view, view.version)
 
     def _handle(
         self,
@@ -768,11 +775,8 @@ class BM25Store:
         )
 
 
-def _queue_merge(knowledge_base_id: int) -> None:
-    from rag_project.celery import enqueue
-    from retrieval import tasks
-
-    enqueue(tasks.merge_bm25_segments, knowledge_base_id)
+def _announce_merge_due(knowledge_base_id: int) -> None:
+    merge_due.send(sender=BM25Store, knowledge_base_id=knowledge_base_id)
 
 
 def _sealed(identity: Identity, segments: dict[str, Segment]) -> Iterator[SignedPayload]:
@@ -784,11 +788,6 @@ def _sealed(identity: Identity, segments: dict[str, Segment]) -> Iterator[Signed
         return
     with ThreadPoolExecutor(2, thread_name_prefix="bm25-seal") as pool:
         yield from pool.map(lambda item: seal_segment(identity, *item), segments.items())
-
-
-def identity_of(knowledge_base: KnowledgeBase) -> Identity:
-    epoch = (knowledge_base.created_at - _UNIX_EPOCH) // timedelta(microseconds=1)
-    return Identity(knowledge_base.tenant_id, knowledge_base.pk, epoch)
 
 
 def current_version(knowledge_base: KnowledgeBase) -> int:

@@ -16,8 +16,8 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from retrieval.formatting import format_for_tool_output
 from retrieval.langchain.documents import document_to_hit
+from retrieval.search.formatting import format_for_tool_output
 
 DEFAULT_NAME = "search_knowledge_base"
 DEFAULT_DESCRIPTION = (

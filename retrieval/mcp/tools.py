@@ -22,10 +22,10 @@ from retrieval.api.serializers import (
     SearchOptionsSerializer,
     present,
 )
-from retrieval.formatting import citation, format_for_context
 from retrieval.langchain.documents import own_metadata
 from retrieval.mcp import schemas
 from retrieval.search import SearchResult
+from retrieval.search.formatting import citation, format_for_context
 from tenancy.api.access import Access
 
 

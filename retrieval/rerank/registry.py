@@ -11,6 +11,8 @@ from django.conf import settings
 from knowledge.embeddings.model_cache import ModelCache
 
 from .base import PROVIDERS, RerankConfig, Reranker, RerankError
+from .http import HttpReranker
+from .local import LocalReranker
 
 
 def rerank_config_from_settings() -> RerankConfig:
@@ -40,11 +42,7 @@ def get_reranker(config: RerankConfig | None = None) -> Reranker | None:
 
 def _build(config: RerankConfig) -> Reranker:
     if config.provider == "local":
-        from .local import LocalReranker
-
         return LocalReranker(config.model)
-    from .http import HttpReranker
-
     return HttpReranker(config)
 
 

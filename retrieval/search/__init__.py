@@ -7,9 +7,12 @@
 - ``candidates``: every knowledge base's legs fused into one order (``retrieval.fusion``);
 - ``hydration``: fused candidates to hits, from PostgreSQL, tenant-filtered;
 - ``reranking``: the rerank step over the head of the hits;
-- ``filters``: search filters as SQL shared by both legs;
+- ``formatting``: hits as text for language models (numbered citations, a tool's answer);
 - ``errors``: what a search raises (``InvalidSearch``, ``KnowledgeBaseNotFound``);
 - ``types``: the typed vocabulary (modes, legs, options, filters, hits, traces; no Django).
+
+The search filters and their SQL, which both legs read, are a layer below
+(``retrieval.core.filters``, ``retrieval.core.filter_sql``).
 
 ``from retrieval.search import RAGService`` loads the service on first use, so importing the
 types (as the remote LangChain classes do) does not load Django's models.

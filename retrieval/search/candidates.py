@@ -1,4 +1,4 @@
-"""Every plan's legs as one fused order of candidates.
+"""Every knowledge base's legs as one fused order of candidates.
 
 Each leg is ranked across the knowledge bases searched (by cosine similarity, by BM25 score;
 ties by chunk id) and fused by weighted RRF (``retrieval.fusion``), every chunk weighted by its
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrieval.fusion import Fused, FusionResult, weighted_rrf
-from retrieval.search.options import Plan
+from retrieval.search.legs import Retrieved
 from retrieval.search.types import Leg
 
 
@@ -38,19 +38,19 @@ class Candidates:
         return self.fused.top(stop)[start:]
 
 
-def fuse(plans: list[Plan], k: int) -> Candidates:
-    owner: dict[int, Plan] = {}
+def fuse(retrieved: list[Retrieved], k: int) -> Candidates:
+    owner: dict[int, Retrieved] = {}
     ranked: dict[Leg, list[tuple[float, int]]] = {leg: [] for leg in Leg}
-    for plan in plans:
-        for leg, hits in plan.found.items():
+    for found in retrieved:
+        for leg, hits in found.hits.items():
             for chunk_id, score in hits:
                 ranked[leg].append((score, chunk_id))
-                owner[chunk_id] = plan
+                owner[chunk_id] = found
     for pairs in ranked.values():
         pairs.sort(key=lambda pair: (-pair[0], pair[1]))
     by_model: dict[tuple[str, int | None], list[int]] = defaultdict(list)
     for _, chunk_id in ranked[Leg.VECTOR]:
-        kb = owner[chunk_id].kb
+        kb = owner[chunk_id].plan.kb
         by_model[(kb.embedding_model, kb.embedding_dimensions)].append(chunk_id)
     lists: dict[str, list[int]] = {Leg.KEYWORD.value: [c for _, c in ranked[Leg.KEYWORD]]}
     if len(by_model) <= 1:
@@ -62,7 +62,7 @@ def fuse(plans: list[Plan], k: int) -> Candidates:
         for name, ids in lists.items()
     }
     best = max(
-        (sum(w for leg, w in p.weights.items() if leg in p.run) / (k + 1) for p in plans),
+        (sum(w for leg, w in r.weights.items() if leg in r.ran) / (k + 1) for r in retrieved),
         default=0.0,
     )
     return Candidates(

@@ -8,13 +8,19 @@ the trace notes then; neither failure fails the search. Their reads go to the da
 search was routed to (``retrieval.replica.search_reads``); a database error there while that is
 the replica is not a leg's failure but the route's, raised for the service to search the
 primary instead.
+
+``Legs.run`` takes a knowledge base's ``Plan`` (immutable) and the leg to run first, and returns
+what the legs retrieved (``Retrieved``). The one thing a leg takes from the other is an
+argument: the vector leg follows the BM25 view of a keyword leg that ran before it
+(``following``: that view's version and documents; ``MatrixCache.get``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -29,10 +35,11 @@ from knowledge.models import KnowledgeBase
 from retrieval.bm25 import kernels
 from retrieval.bm25.segmented import SegmentedIndex
 from retrieval.bm25store import BM25Store, bm25_available
+from retrieval.core.filter_sql import allowed_chunk_ids
+from retrieval.core.stamps import KnownDocuments
 from retrieval.relevance import Reach
 from retrieval.replica import REPLICA, search_reads
 from retrieval.search.errors import KnowledgeBaseNotFound
-from retrieval.search.filters import allowed_chunk_ids
 from retrieval.search.ladder import run_ladder
 from retrieval.search.options import Plan
 from retrieval.search.types import (
@@ -46,7 +53,6 @@ from retrieval.search.types import (
 )
 from retrieval.vector.policy import nearest_chunks
 from retrieval.vector.query_cache import cached_query_embedding
-from retrieval.vector.stamps import KnownDocuments
 from tenancy.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -65,8 +71,9 @@ class Outcome(StrEnum):
 O = Outcome  # noqa: E741 - keeps the table below one row per line
 
 # What the trace notes, by how each leg ended; {vector} and {keyword} say why that leg could
-# not run. Legs run vector first; a leg that cannot run is replaced by the other one, alone,
-# when that one was not wanted. Any other pair of outcomes notes nothing.
+# not run. The legs run in the order the caller gives (a search: the keyword leg first); a leg
+# that cannot run is replaced by the other one, alone, when that one was not wanted. Any other
+# pair of outcomes notes nothing.
 # fmt: off
 FALLBACKS: dict[tuple[Outcome, Outcome], tuple[str, ...]] = {
     # (vector, keyword)           notes
@@ -81,23 +88,15 @@ FALLBACKS: dict[tuple[Outcome, Outcome], tuple[str, ...]] = {
 # fmt: on
 
 
-def wanted_legs(mode: SearchMode, weights: dict[Leg, float]) -> set[Leg]:
-    if mode == SearchMode.VECTOR:
-        return {Leg.VECTOR}
-    if mode == SearchMode.KEYWORD:
-        return {Leg.KEYWORD}
-    return {leg for leg, weight in weights.items() if weight > 0}
-
-
-def run_with_fallbacks(wanted: set[Leg], attempt: Callable[[Leg, bool], str | None]) -> list[str]:
-    """Run the wanted legs through ``attempt(leg, instead)``, which returns why the leg could
-    not run (None: it ran); ``instead`` is true for a leg run alone in place of the other.
-    Returns the fallbacks to note."""
+def run_with_fallbacks(
+    wanted: Set[Leg], attempt: Callable[[Leg, bool], str | None], *, first: Leg
+) -> list[str]:
+    """Run the wanted legs through ``attempt(leg, instead)``, ``first`` first, which returns
+    why the leg could not run (None: it ran); ``instead`` is true for a leg run alone in place
+    of the other, after it. Returns the fallbacks to note."""
     outcomes = dict.fromkeys(Leg, Outcome.NOT_WANTED)
     reasons: dict[str, str] = {}
-    # The keyword leg first: the vector leg follows the version of the view it answered from
-    # (``Legs._vector``).
-    queue = [leg for leg in (Leg.KEYWORD, Leg.VECTOR) if leg in wanted]
+    queue = [leg for leg in (first, first.other) if leg in wanted]
     while queue:
         leg = queue.pop(0)
         instead = leg not in wanted
@@ -113,12 +112,44 @@ def run_with_fallbacks(wanted: set[Leg], attempt: Callable[[Leg, bool], str | No
     return [note.format(**reasons) for note in notes]
 
 
-def mode_used(ran: set[Leg]) -> str:
+def mode_used(ran: Set[Leg]) -> str:
     if ran == set(Leg):
         return SearchMode.HYBRID.value
     if ran:
         return next(iter(ran)).value
     return "none"
+
+
+class CannotRun(Exception):
+    """A leg could not run for one knowledge base; ``reason`` says why (``FALLBACKS``)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class KeywordFound:
+    """The keyword leg of one knowledge base: its hits (chunk id, BM25 score) best first, what
+    the terms behind them could score (relevance), and the documents of the BM25 view it
+    answered from (None when the view has no manifest), which the vector leg follows."""
+
+    hits: list[tuple[int, float]]
+    reach: Reach | None
+    documents: KnownDocuments | None
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """What one knowledge base's legs retrieved: the legs that ran, the weights they ran with
+    (the plan's, or 1 for a leg run alone instead of the other), each one's hits (chunk id,
+    score) best first, and what the keyword leg's terms could score."""
+
+    plan: Plan
+    ran: frozenset[Leg]
+    weights: Mapping[Leg, float]
+    hits: Mapping[Leg, list[tuple[int, float]]]
+    reach: Reach | None = None
 
 
 @dataclass
@@ -132,26 +163,49 @@ class Legs:
     filters: SearchFilters
     trace: Trace
 
-    def run(self, plan: Plan, mode: SearchMode) -> None:
-        wanted = wanted_legs(mode, plan.weights)
-        if mode in (SearchMode.VECTOR, SearchMode.KEYWORD):  # its one leg weighs all
-            plan.weights = {leg: 1.0 for leg in wanted}
+    def run(self, plan: Plan, *, first: Leg) -> Retrieved:
+        """The plan's wanted legs, ``first`` first, with their fallbacks (noted in the plan's
+        trace). A vector leg after a keyword leg that ran follows its BM25 view."""
+        allowed = self._allowed(plan)
+        weights = plan.weights
+        hits: dict[Leg, list[tuple[int, float]]] = {}
+        keyword: KeywordFound | None = None
 
         def attempt(leg: Leg, instead: bool) -> str | None:
+            nonlocal weights, keyword
             if instead:
-                plan.weights = {leg: 1.0}
-            return self._vector(plan) if leg is Leg.VECTOR else self._keyword(plan)
+                weights = {leg: 1.0}
+            try:
+                if leg is Leg.KEYWORD:
+                    keyword = self._keyword(plan, allowed)
+                    hits[leg] = keyword.hits
+                else:
+                    following = keyword.documents if keyword is not None else None
+                    hits[leg] = self._vector(plan, allowed, following)
+            except CannotRun as exc:
+                return exc.reason
+            return None
 
-        plan.trace.fallbacks.extend(run_with_fallbacks(wanted, attempt))
-        plan.trace.retrieval_path = [leg.value for leg in Leg if leg in plan.run]
-        plan.trace.mode_used = mode_used(plan.run)
+        plan.trace.fallbacks.extend(run_with_fallbacks(plan.wanted, attempt, first=first))
+        ran = frozenset(hits)
+        plan.trace.retrieval_path = [leg.value for leg in Leg if leg in ran]
+        plan.trace.mode_used = mode_used(ran)
+        reach = keyword.reach if keyword is not None else None
+        return Retrieved(plan, ran, weights, hits, reach)
 
-    def _vector(self, plan: Plan) -> str | None:
+    def _vector(
+        self,
+        plan: Plan,
+        allowed: Callable[[], np.ndarray | None],
+        following: KnownDocuments | None,
+    ) -> list[tuple[int, float]]:
+        """The vector leg's hits (chunk id, cosine similarity); ``following``: the documents
+        of the BM25 view the keyword leg answered from, which the matrix follows."""
         kb = plan.kb
         if kb.embedding_provider == KnowledgeBase.EmbeddingProvider.NONE:
-            return "no embedder"
+            raise CannotRun("no embedder")
         if not kb.embedding_dimensions:
-            return "no vectors yet"
+            raise CannotRun("no vectors yet")
         leg = self.trace.vector
         started = time.perf_counter()
         try:
@@ -160,7 +214,7 @@ class Legs:
         except EmbeddingError as exc:  # ProviderUnavailable included
             logger.warning("query embedding failed for knowledge base %s: %s", kb.pk, exc)
             leg.detail["error"] = str(exc)
-            return "embedding error"
+            raise CannotRun("embedding error") from None
         embed_ms = elapsed_ms(started)
         try:
             hits, how = nearest_chunks(
@@ -168,13 +222,11 @@ class Legs:
                 vector,
                 plan.candidates,
                 self.filters,
-                lambda: self._allowed(plan),
-                keyword=plan.keyword_documents,
+                allowed,
+                keyword=following,
             )
         except KnowledgeBase.DoesNotExist:
             raise KnowledgeBaseNotFound(f"knowledge base {kb.pk} not found") from None
-        plan.found[Leg.VECTOR] = hits
-        plan.run.add(Leg.VECTOR)
         leg.ran = True
         leg.candidates += len(hits)
         leg.ms += elapsed_ms(started)
@@ -188,12 +240,12 @@ class Legs:
             }
         )
         plan.trace.vector = VectorSummary(len(hits), cache_hit, how["index"])
-        return None
+        return hits
 
-    def _keyword(self, plan: Plan) -> str | None:
+    def _keyword(self, plan: Plan, allowed: Callable[[], np.ndarray | None]) -> KeywordFound:
         kb = plan.kb
         if not bm25_available():
-            return "BM25 unavailable"
+            raise CannotRun("BM25 unavailable")
         started = time.perf_counter()
         try:
             handle = self.store().get(kb, fresh=True)  # kb was read at the start of this search
@@ -203,21 +255,21 @@ class Legs:
             if isinstance(exc, DatabaseError) and search_reads() == REPLICA:
                 raise  # ...but a failing replica is the route's: the service retries on the primary
             logger.exception("BM25 index unavailable for knowledge base %s", kb.pk)
-            return "BM25 unavailable"
+            raise CannotRun("BM25 unavailable") from None
         if settings.BM25_COMPILED:
             kernels.start_loading()  # unless the warm-up has: in the background, for later searches
         analyzer = get_analyzer(kb.user_words)
         tokens = analyzer.tokens(self.query)
-        allowed = self._allowed(plan)
+        allowed_ids = allowed()
         limit = plan.candidates + len(self.filters.exclude_chunk_ids)
         hits, attempts = run_ladder(
             query=self.query,
             tokens=tokens,
-            hits=handle.index.search(tokens, limit, allowed),
+            hits=handle.index.search(tokens, limit, allowed_ids),
             index=handle.index,
             analyzer=analyzer,
             limit=limit,
-            allowed=allowed,
+            allowed=allowed_ids,
             user_words=kb.user_words,
             titles=lambda: (
                 selectors.documents(self.tenant, kb)
@@ -228,15 +280,13 @@ class Legs:
             first_chunks=lambda ids: self._first_chunks(kb, ids),
         )
         hits = self.filters.without_excluded(hits, plan.candidates)
-        plan.reach = _reach(handle.index, tokens, attempts)
+        documents = None
         if handle.view is not None:
             manifest = handle.view.manifest
-            plan.keyword_documents = KnownDocuments(
+            documents = KnownDocuments(
                 handle.version, manifest.doc_ids, manifest.doc_stamps, manifest.chunk_count
             )
         self.trace.retry_ladder.extend({"knowledge_base_id": kb.pk, **a} for a in attempts)
-        plan.found[Leg.KEYWORD] = hits
-        plan.run.add(Leg.KEYWORD)
         leg = self.trace.keyword
         leg.ran = True
         leg.candidates += len(hits)
@@ -248,16 +298,15 @@ class Legs:
             index_version=handle.version,
             ladder=[a["rung"] for a in attempts],
         )
-        return None
+        return KeywordFound(hits, _reach(handle.index, tokens, attempts), documents)
 
-    def _allowed(self, plan: Plan) -> np.ndarray | None:
-        """Ids of the chunks the filters let through (None: no filter), read once per plan
-        and shared by both legs."""
+    def _allowed(self, plan: Plan) -> Callable[[], np.ndarray | None]:
+        """The ids of the chunks the filters let through (None: no filter), read at most once
+        for the plan's knowledge base and shared by both legs."""
         if not self.filters.active:
-            return None
-        if plan.allowed is None:
-            plan.allowed = allowed_chunk_ids(self.tenant.pk, plan.kb.pk, self.filters)
-        return plan.allowed
+            return lambda: None
+        tenant_id, kb_id, filters = self.tenant.pk, plan.kb.pk, self.filters
+        return functools.cache(lambda: allowed_chunk_ids(tenant_id, kb_id, filters))
 
     def _first_chunks(self, kb: KnowledgeBase, document_ids: list[int]) -> dict[int, int]:
         rows = (

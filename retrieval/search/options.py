@@ -1,19 +1,19 @@
 """A request's options, settled: the query cleaned, the overrides checked and applied, and for
-each knowledge base a ``Plan`` (its top_k, candidates per leg, weights and where they come
-from, rerank) that the legs then fill in."""
+each knowledge base a ``Plan`` (its top_k, candidates per leg, the legs wanted and their
+weights and where they come from, rerank): immutable, the legs read it and return what they
+found (``retrieval.search.legs``)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
-import numpy as np
 from django.conf import settings
 
 from knowledge.analysis.scripts import Script, dominant_script, uncovered_share
 from knowledge.embeddings.coverage import coverage, describe
 from knowledge.models import KnowledgeBase
-from retrieval.relevance import Reach
 from retrieval.search.errors import InvalidSearch
 from retrieval.search.types import (
     KnowledgeBaseTrace,
@@ -23,28 +23,22 @@ from retrieval.search.types import (
     SearchOptions,
     WeightSource,
 )
-from retrieval.vector.stamps import KnownDocuments
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    """One knowledge base's settled options, what its legs found, and its trace."""
+    """One knowledge base's settled options. The legs read it and return what they found;
+    ``trace`` is the record of its search, which each step writes."""
 
     kb: KnowledgeBase
     top_k: int
     candidates: int  # fetched by each leg
-    weights: dict[Leg, float]
+    wanted: frozenset[Leg]  # the legs the mode, else the weights, ask for
+    weights: Mapping[Leg, float]  # the legs' fusion weights (a mode of one leg: it weighs 1)
     weight_source: str
     rerank: bool
     rerank_top_n: int
     trace: KnowledgeBaseTrace
-    run: set[Leg] = field(default_factory=set)
-    found: dict[Leg, list[tuple[int, float]]] = field(default_factory=dict)  # (chunk id, score)
-    allowed: np.ndarray | None = None  # chunk ids passing the filters, once read
-    reach: Reach | None = None  # what the keyword leg's terms could score (relevance)
-    # The documents of the BM25 view the keyword leg answered from, which the vector leg
-    # follows (``MatrixCache.get``).
-    keyword_documents: KnownDocuments | None = None
 
 
 def clean_query(query: str) -> str:
@@ -116,16 +110,28 @@ def plan_for(kb: KnowledgeBase, options: SearchOptions, query_units: Counter[Scr
     )
     language_rule(kb, options, leg_weights, source, query_units, trace)
     trace.weights = {str(leg): weight for leg, weight in leg_weights.items()}
+    wanted = wanted_legs(options.mode, leg_weights)
+    if options.mode in (SearchMode.VECTOR, SearchMode.KEYWORD):  # its one leg weighs all
+        leg_weights = {leg: 1.0 for leg in wanted}
     return Plan(
         kb=kb,
         top_k=top_k,
         candidates=top_k * (options.candidate_multiplier or kb.candidate_multiplier),
+        wanted=frozenset(wanted),
         weights=leg_weights,
         weight_source=source,
         rerank=kb.rerank_enabled if options.rerank is None else options.rerank,
         rerank_top_n=options.rerank_top_n or kb.rerank_top_n,
         trace=trace,
     )
+
+
+def wanted_legs(mode: SearchMode, weights: Mapping[Leg, float]) -> set[Leg]:
+    if mode == SearchMode.VECTOR:
+        return {Leg.VECTOR}
+    if mode == SearchMode.KEYWORD:
+        return {Leg.KEYWORD}
+    return {leg for leg, weight in weights.items() if weight > 0}
 
 
 def language_rule(

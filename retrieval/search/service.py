@@ -30,14 +30,15 @@ from django.db import DatabaseError
 from knowledge import selectors
 from knowledge.analysis.scripts import dominant_script, script_units
 from knowledge.models import KnowledgeBase
-from retrieval import formatting, replica
+from retrieval import replica
 from retrieval.bm25store import BM25Store, get_store
 from retrieval.relevance import RelevanceModel, crowd_of, signals
+from retrieval.search import formatting
 from retrieval.search.candidates import fuse
 from retrieval.search.errors import InvalidSearch, KnowledgeBaseNotFound
 from retrieval.search.hydration import hydrate
-from retrieval.search.legs import Legs, mode_used
-from retrieval.search.options import Plan, clean_query, plan_for, settle
+from retrieval.search.legs import Legs, Retrieved, mode_used
+from retrieval.search.options import clean_query, plan_for, settle
 from retrieval.search.reranking import rerank
 from retrieval.search.types import Hit, Leg, SearchOptions, Trace, elapsed_ms
 from tenancy import selectors as tenancy_selectors
@@ -164,22 +165,25 @@ class RAGService:
         top_k = options.top_k or max(plan.top_k for plan in plans)
         trace.top_k = top_k
         legs = Legs(self.tenant, lambda: self.store, query, options.filters, trace)
+        retrieved = []
         for plan in plans:
-            legs.run(plan, options.mode)
+            # The keyword leg first: the vector leg follows the version of the BM25 view it
+            # answered from (older than the knowledge base's while the worker builds the newer).
+            retrieved.append(legs.run(plan, first=Leg.KEYWORD))
             prefix = f"knowledge base {plan.kb.pk}: " if len(plans) > 1 else ""
             trace.fallbacks.extend(prefix + f for f in plan.trace.fallbacks)
             trace.warnings.extend(prefix + w for w in plan.trace.warnings)
         fusion_started = time.perf_counter()
-        candidates = fuse(plans, trace.k)
+        candidates = fuse(retrieved, trace.k)
         trace.fusion_ms = elapsed_ms(fusion_started)
         trace.candidate_count = len(candidates)
-        _describe_legs(trace, plans)
+        _describe_legs(trace, retrieved)
         # Threshold and top_k cut the fused order from the top, and rerank reorders only its
         # head, so hits past that many can never be returned: they are not hydrated.
         wanted = max(top_k, *(p.rerank_top_n for p in plans if p.rerank), 0)
         hits = hydrate(self.tenant, candidates, [p.kb.pk for p in plans], wanted)
         hits = rerank(query, hits, plans, candidates.rankings, trace)
-        _judge(hits, plans)
+        _judge(hits, retrieved)
         threshold = options.score_threshold
         if threshold is None and len(plans) == 1:
             threshold = plans[0].kb.score_threshold
@@ -226,12 +230,12 @@ class RAGService:
 
     @staticmethod
     def format_for_context(hits: list[Hit], max_chars: int = 6000) -> str:
-        """Numbered citations and a sources list for an LLM prompt (see retrieval.formatting)."""
+        """Numbered citations and a sources list for an LLM prompt (see ``formatting``)."""
         return formatting.format_for_context(hits, max_chars)
 
     @staticmethod
     def format_for_tool_output(hits: list[Hit], max_chunks: int = 5) -> str:
-        """A compact answer for an agent's tool call (see retrieval.formatting)."""
+        """A compact answer for an agent's tool call (see ``formatting``)."""
         return formatting.format_for_tool_output(hits, max_chunks)
 
     def _knowledge_bases(
@@ -258,41 +262,46 @@ class RAGService:
         return [found[i] for i in wanted]
 
 
-def _judge(hits: list[Hit], plans: list[Plan]) -> None:
+def _judge(hits: list[Hit], retrieved: list[Retrieved]) -> None:
     """Each hit's relevance (retrieval.relevance): its knowledge base's per-leg models over the
     legs that ran there, weighed by the weights they ran with; the trace says which."""
     judges = {}
-    for plan in plans:
+    for found in retrieved:
+        plan = found.plan
         model = RelevanceModel.from_dict((plan.kb.calibration or {}).get("relevance"))
-        weights = {leg.value: plan.weights.get(leg, 0.0) for leg in plan.run}
+        weights = {leg.value: found.weights.get(leg, 0.0) for leg in found.ran}
         if weights:
             fitted = all(leg in model.models for leg in weights)
-            legs = mode_used(plan.run)
+            legs = mode_used(found.ran)
             plan.trace.relevance = f"{'calibrated' if fitted else 'default'} {legs}"
-        crowd = tuple(crowd_of(plan.found.get(leg, ())) for leg in (Leg.KEYWORD, Leg.VECTOR))
-        judges[plan.kb.pk] = (plan, model, weights, crowd)
+        crowd = tuple(crowd_of(found.hits.get(leg, ())) for leg in (Leg.KEYWORD, Leg.VECTOR))
+        judges[plan.kb.pk] = (found, model, weights, crowd)
     for hit in hits:
-        plan, model, weights, crowd = judges[hit.knowledge_base_id]
+        found, model, weights, crowd = judges[hit.knowledge_base_id]
         hit.signals = signals(
             bm25_score=hit.bm25_score,
             cosine=hit.vector_similarity,
-            reach=plan.reach,
+            reach=found.reach,
             crowd=crowd,
         )
         hit.relevance = round(model.relevance(weights, hit.signals), 4)
 
 
-def _describe_legs(trace: Trace, plans: list[Plan]) -> None:
+def _describe_legs(trace: Trace, retrieved: list[Retrieved]) -> None:
     """What ran across the knowledge bases, and with which weights (keyed by knowledge base
     when there are several)."""
-    ran = {leg for plan in plans for leg in plan.run}
+    ran = {leg for found in retrieved for leg in found.ran}
     trace.retrieval_path = [leg.value for leg in Leg if leg in ran]
     if len(ran) == len(Leg):
         trace.retrieval_path.append("fusion")
     trace.mode_used = mode_used(ran)
-    if len(plans) == 1:
-        trace.weights = {leg.value: w for leg, w in plans[0].weights.items()}
-        trace.weight_source = plans[0].weight_source
+    if len(retrieved) == 1:
+        trace.weights = {leg.value: w for leg, w in retrieved[0].weights.items()}
+        trace.weight_source = retrieved[0].plan.weight_source
     else:
-        trace.weights = {f"{p.kb.pk}:{leg.value}": w for p in plans for leg, w in p.weights.items()}
+        trace.weights = {
+            f"{found.plan.kb.pk}:{leg.value}": w
+            for found in retrieved
+            for leg, w in found.weights.items()
+        }
         trace.weight_source = "per knowledge base"

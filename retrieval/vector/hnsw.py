@@ -34,9 +34,9 @@ from django.conf import settings
 from django.db import connection, connections, transaction
 
 from knowledge.selectors import searchable_chunk_sql
+from retrieval.core.filter_sql import filter_sql
+from retrieval.core.filters import SearchFilters
 from retrieval.replica import search_reads
-from retrieval.search.filters import filter_sql
-from retrieval.search.types import SearchFilters
 
 logger = logging.getLogger(__name__)
 

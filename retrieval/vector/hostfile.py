@@ -60,9 +60,9 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from retrieval.core.stamps import Stamps
 from retrieval.vector.ivf import Ivf, quantize
 from retrieval.vector.ivf import build as build_ivf
-from retrieval.vector.stamps import Stamps
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ mostly PostgreSQL detoasting the vectors). The ready documents' ``chunk_count`` 
 before anything is fetched.
 
 In a search that runs both legs, the matrix follows the keyword leg's BM25 view (which runs
-first, ``retrieval.search.legs``): while that view is older than the knowledge base's version
+first: ``RAGService._answer``): while that view is older than the knowledge base's version
 (the keyword leg defers to the worker's build of the new one), a matrix of the view's version
 or later answers as it is, so the vector leg does not run ahead of the keyword leg and both
 catch up together; catching up to the view's version, the delta takes the documents and their
@@ -72,13 +72,14 @@ from threadpoolctl import ThreadpoolController
 
 from knowledge.models import KnowledgeBase
 from knowledge.selectors import searchable_document_sql
-from retrieval.bm25store.build import snapshot
-from retrieval.bm25store.l1 import ByteLRU
-from retrieval.bm25store.store import identity_of
+from retrieval.core import stamps
+from retrieval.core.identity import Identity, identity_of, knowledge_base_slot
+from retrieval.core.lru import ByteLRU
+from retrieval.core.snapshot import snapshot
+from retrieval.core.stamps import KnownDocuments
 from retrieval.replica import search_reads
-from retrieval.vector import hostfile, kernels, stamps
+from retrieval.vector import hostfile, kernels
 from retrieval.vector.ivf import SLACK_PER_L1, Ivf
-from retrieval.vector.stamps import KnownDocuments
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ _SELECT_KB = (
 )
 # Curation: searchable documents and chunks (knowledge.selectors); a curation write sets the
 # document's processed_at, so the delta below reloads its rows. The documents and their
-# processed_at come packed into one value (``retrieval.vector.stamps``).
+# processed_at come packed into one value (``retrieval.core.stamps``).
 # The rows a search may return: same tenant, knowledge base, model and dimension, searchable.
 _ROWS = (
     "FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
@@ -402,7 +403,7 @@ class MatrixCache:
         # The largest matrix searched exactly (the policy's line to HNSW): the host's budget
         # when matrices are host files, else this process's.
         self.size_limit = max_bytes if size_limit is None else size_limit
-        self.lru: ByteLRU[VectorMatrix] = ByteLRU(max_bytes)
+        self.lru: ByteLRU[Identity, VectorMatrix] = ByteLRU(max_bytes, slot_of=knowledge_base_slot)
         self._too_large: dict[int, tuple[int, int]] = {}  # kb id -> (epoch, version)
         self._lock = threading.Lock()  # one load at a time: loads are rare and memory-heavy
 
@@ -453,7 +454,7 @@ class MatrixCache:
                 self._too_large[knowledge_base.pk] = (identity.epoch, wanted)
                 return None
             self._too_large.pop(knowledge_base.pk, None)
-            self.lru.put(identity, matrix.version, matrix)
+            self.lru.put(identity, matrix, matrix.version)
         finally:
             self._lock.release()
         return MatrixHandle(matrix, source, (time.perf_counter() - started) * 1000)

@@ -22,11 +22,11 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from knowledge.models import KnowledgeBase
-from retrieval.search.filters import allowed_chunk_ids
-from retrieval.search.types import SearchFilters
+from retrieval.core.filter_sql import allowed_chunk_ids
+from retrieval.core.filters import SearchFilters
+from retrieval.core.stamps import KnownDocuments
 from retrieval.vector.hnsw import vector_search
 from retrieval.vector.matrix import MatrixHandle, get_matrix_cache
-from retrieval.vector.stamps import KnownDocuments
 
 logger = logging.getLogger(__name__)
 

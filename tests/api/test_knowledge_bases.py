@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from knowledge.models import Chunk, Document, KnowledgeBase
-from retrieval.bm25store import get_store, identity_of
+from retrieval.bm25store import get_store
+from retrieval.core.identity import identity_of
 from retrieval.models import BM25Manifest
 from tests.api.conftest import API, error_of, make_kb
 

@@ -1,5 +1,6 @@
-"""The pure core (analysis, parsing, chunking, BM25, embedded services) imports without Django
-settings, as docs/design.md asks, so it can be used and tested on its own."""
+"""The pure core (analysis, parsing, chunking, BM25 and its cache, embedded services) imports
+without Django settings, as docs/design.md asks, so it can be used and tested on its own; so does
+the search vocabulary (types and filters), which the remote LangChain classes read."""
 
 import subprocess
 import sys
@@ -12,6 +13,9 @@ PURE_MODULES = [
     "rag_project.embedded",
     "knowledge.embeddings.http_retry",
     "retrieval.bm25",
+    "retrieval.core.lru",
+    "retrieval.core.filters",
+    "retrieval.search.types",
     "knowledge.analysis",
     "knowledge.ingestion.parsing",
     "knowledge.ingestion.chunking",

@@ -18,9 +18,10 @@ from knowledge.services import documents as document_services
 from knowledge.services.curation import ChunkChanges, set_document_enabled, update_chunk
 from knowledge.services.knowledge_bases import update_knowledge_base
 from knowledge.services.processing import process_document
-from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, identity_of
+from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier
 from retrieval.bm25store.merging import MERGE_FACTOR
 from retrieval.bm25store.payload import SignedPayload, manifest_label, open_raw, seal
+from retrieval.core.identity import identity_of
 from retrieval.models import BM25Manifest, BM25Segment
 from tests.conftest import CEILING_S, at_once
 from tests.factories import add_document
@@ -295,7 +296,7 @@ def test_a_search_answers_from_its_older_view_while_another_process_builds(store
     assert lock is not None
     patient = BM25Store(BM25StoreConfig.from_settings(stale_wait_s=0.1))
     try:
-        patient.l1.put(identity_of(kb), old.version, old.view)
+        patient.l1.put(identity_of(kb), old.view, old.version)
         handle = patient.get(kb)
         assert handle.stale and handle.version == old.version < handle.asked_version
         assert handle.trace()["stale"] is True

@@ -28,11 +28,9 @@ from knowledge.services.knowledge_bases import create_knowledge_base
 from rag_project import embedded
 from retrieval.bm25 import BM25Index
 from retrieval.bm25.segment import SEGMENT_FORMAT_VERSION, Segment
-from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, availability, fetch, identity_of
+from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, availability, fetch
 from retrieval.bm25store.fetch import fetch_segments, fetch_tokens
-from retrieval.bm25store.l1 import ByteLRU
 from retrieval.bm25store.payload import (
-    Identity,
     PayloadRejected,
     SignedPayload,
     open_segment,
@@ -41,6 +39,8 @@ from retrieval.bm25store.payload import (
     sign,
 )
 from retrieval.bm25store.store import View
+from retrieval.core.identity import Identity, identity_of, knowledge_base_slot
+from retrieval.core.lru import ByteLRU
 from retrieval.models import BM25Manifest, BM25Segment
 from tests.conftest import CEILING_S, at_once
 from tests.factories import TenantFactory, add_document
@@ -605,19 +605,20 @@ def test_l1_is_bounded_in_bytes_and_evicts_the_least_recently_used():
         return BM25Index.build(list(range(n)), [[f"t{i}", "common"] for i in range(n)])
 
     small, other, large = index(50), index(50), index(400)
-    lru = ByteLRU(max_bytes=small.nbytes + other.nbytes + 10)
+    lru = ByteLRU(max_bytes=small.nbytes + other.nbytes + 10, slot_of=knowledge_base_slot)
     a, b, c = (Identity(1, kb_id, 7) for kb_id in (1, 2, 3))
-    lru.put(a, 1, small)
-    lru.put(b, 1, other)
+    lru.put(a, small, 1)
+    lru.put(b, other, 1)
     assert lru.get(a, 1) is not None  # a is now the most recently used
-    lru.put(c, 1, index(50))
+    lru.put(c, index(50), 1)
     assert 2 not in lru and 1 in lru and 3 in lru
     assert lru.nbytes <= lru.max_bytes
-    lru.put(a, 2, large)  # larger than the whole budget: not kept, and the old a is gone
+    lru.put(a, large, 2)  # larger than the whole budget: not kept, and the old a is gone
     assert 1 not in lru
     assert lru.get(c, 2) is None and 3 not in lru  # an older version is dropped on sight
-    lru.put(b, 1, other)
+    lru.put(b, other, 1)
     assert lru.get(Identity(1, 2, 8), 1) is None  # same id, another KB (recreated database)
+    assert 2 not in lru  # ... dropped on sight too
 
 
 def test_a_payload_is_bound_to_its_knowledge_base_and_key():

@@ -1,6 +1,6 @@
 """Hits as text for LLMs: numbered citations, sources, and never a silent cut."""
 
-from retrieval.formatting import format_for_context, format_for_tool_output
+from retrieval.search.formatting import format_for_context, format_for_tool_output
 from retrieval.search.types import Hit
 
 

@@ -10,22 +10,26 @@ from knowledge.embeddings import EmbeddingConfig
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.bm25store import availability
 from retrieval.search import RAGService
-from retrieval.search.legs import FALLBACKS, Outcome, run_with_fallbacks, wanted_legs
+from retrieval.search.legs import FALLBACKS, Outcome, run_with_fallbacks
+from retrieval.search.options import wanted_legs
 from retrieval.search.types import Leg, SearchMode
 from tests.factories import add_document
 
 V, K = Leg.VECTOR, Leg.KEYWORD
 
 
-def run(wanted: set[Leg], failing: dict[Leg, str]) -> tuple[list[str], list[tuple[Leg, bool]]]:
-    """The notes, and every attempt as (leg, run instead of the other)."""
+def run(
+    wanted: set[Leg], failing: dict[Leg, str], first: Leg = K
+) -> tuple[list[str], list[tuple[Leg, bool]]]:
+    """The notes, and every attempt as (leg, run instead of the other); ``first`` as a search
+    runs them (RAGService._answer)."""
     attempts: list[tuple[Leg, bool]] = []
 
     def attempt(leg: Leg, instead: bool) -> str | None:
         attempts.append((leg, instead))
         return failing.get(leg)
 
-    return run_with_fallbacks(wanted, attempt), attempts
+    return run_with_fallbacks(wanted, attempt, first=first), attempts
 
 
 # A row of FALLBACKS: (wanted legs, why each failing leg fails, notes, attempts in the order
@@ -100,6 +104,12 @@ def test_every_row_of_the_table_is_tested():
 )
 def test_legs_that_run_note_nothing_and_nothing_runs_instead(wanted, attempts):
     assert run(wanted, {}) == ([], attempts)
+
+
+def test_the_caller_orders_the_legs_and_the_notes_do_not_depend_on_the_order():
+    assert run({V, K}, {}, first=V) == ([], [(V, False), (K, False)])
+    for wanted, failing, notes, _ in ROWS.values():
+        assert run(wanted, failing, first=V)[0] == notes
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,9 @@ from knowledge.models import Chunk
 from knowledge.services.curation import ChunkChanges, set_document_enabled, update_chunk
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.bm25store.fetch import fetch_tokens
+from retrieval.core.filter_sql import allowed_chunk_ids
 from retrieval.langchain import KnowledgeBaseRetriever, KnowledgeBaseVectorStore
 from retrieval.search import RAGService
-from retrieval.search.filters import allowed_chunk_ids
 from retrieval.search.types import SearchFilters
 from retrieval.vector.hnsw import vector_search
 from retrieval.vector.matrix import load

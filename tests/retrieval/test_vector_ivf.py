@@ -13,7 +13,7 @@ from knowledge.embeddings import EmbeddingConfig, config_for_knowledge_base, get
 from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services.documents import delete_document
 from knowledge.services.knowledge_bases import bump_index_version, create_knowledge_base
-from retrieval.bm25store.store import identity_of
+from retrieval.core.identity import identity_of
 from retrieval.search import RAGService
 from retrieval.search.types import SearchFilters
 from retrieval.vector import hostfile, ivf, kernels

@@ -17,11 +17,12 @@ from knowledge.services.knowledge_bases import bump_index_version, create_knowle
 from knowledge.services.processing import process_document
 from retrieval.bm25store import get_store
 from retrieval.bm25store.build import documents_state
-from retrieval.bm25store.manifest import document_stamp
-from retrieval.bm25store.store import identity_of
+from retrieval.core import stamps
+from retrieval.core.identity import identity_of
+from retrieval.core.stamps import NOT_PROCESSED, KnownDocuments, Stamps, document_stamp
 from retrieval.search import RAGService
 from retrieval.search.types import SearchFilters
-from retrieval.vector import hostfile, stamps
+from retrieval.vector import hostfile
 from retrieval.vector.hnsw import exact_vector_search
 from retrieval.vector.matrix import (
     MatrixCache,
@@ -31,7 +32,6 @@ from retrieval.vector.matrix import (
     top,
     wait_for_rebases,
 )
-from retrieval.vector.stamps import NOT_PROCESSED, KnownDocuments, Stamps
 from tests.conftest import CEILING_S, at_once
 from tests.factories import TenantFactory, add_document
 
@@ -359,7 +359,7 @@ def test_a_poisoned_matrix_cannot_surface_another_tenants_chunk(kb):
         honest.version,
         honest.stamp,
     )
-    cache.lru.put(identity_of(kb), kb.index_version, poisoned)
+    cache.lru.put(identity_of(kb), poisoned, kb.index_version)
     try:
         result = RAGService(kb.tenant).search("pump seal", kb.pk, mode="vector")
         assert result.trace.vector.detail["index"]["source"] == "l1"

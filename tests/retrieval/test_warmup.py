@@ -18,7 +18,8 @@ from knowledge.embeddings import EmbeddingConfig
 from knowledge.services.knowledge_bases import create_knowledge_base
 from rag_project.lifecycle import WARM, process_started
 from retrieval import warmup
-from retrieval.bm25store import get_store, identity_of
+from retrieval.bm25store import get_store
+from retrieval.core.identity import identity_of
 from retrieval.vector.matrix import get_matrix_cache
 from tests.factories import TenantFactory, add_document
 

@@ -1,15 +1,17 @@
-"""Which documents a vector matrix reflects, and when each was last processed.
+"""Which documents a version of a knowledge base reflects, and when each was last processed.
 
-A matrix is brought up to date by comparing these stamps with the knowledge base's now
-(``retrieval.vector.matrix.load``): every process does it after every change, over every ready
-document (15k at 300k chunks), so they are two int64 arrays compared in numpy, read from
-PostgreSQL as one value of packed bytes (``SELECT``, below). Read row by row as text and compared
-in a dict, the same step took ~50 ms of a web process's CPU per change at 300k chunks, about as
-much as the rest of the catch-up together.
+Two forms of the same fact. A BM25 manifest records each searchable document's
+``document_stamp``: ``processed_at`` in microseconds since 1970 (UTC) shifted past the analyser
+version, one int64 that changes whenever the document's searchable chunks may have (processed
+or curated again, or re-analysed). A vector matrix keeps ``Stamps``: the documents' ids and
+their ``processed_at`` alone (a matrix does not depend on the analyser), ``NOT_PROCESSED`` for a
+document without one; ``KnownDocuments`` is a manifest's set as a matrix catching up to the same
+version reads it (``retrieval.vector.matrix.load``).
 
-A stamp is ``processed_at`` in microseconds since 1970 (UTC); a document without one gets
-``NOT_PROCESSED``. Host files keep them in their JSON header as before (``{"id": "micros"}``), so
-a file written by an older process is read, and an older process reads a newer one's.
+A matrix is brought up to date by comparing its stamps with the knowledge base's now: every
+process does it after every change, over every ready document, so they are two int64 arrays
+compared in numpy, read from PostgreSQL as one value of packed bytes (``SELECT``, below), not
+row by row. Host files keep them in their JSON header (``{"id": "micros"}``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from functools import cached_property
 import numpy as np
 
 from knowledge.selectors import searchable_document_sql
-from retrieval.bm25store.manifest import processed_micros
 
 NOT_PROCESSED = np.iinfo(np.int64).min
+_STAMP_ANALYZER_BITS = 8
 # PostgreSQL's binary timestamptz counts microseconds from 2000-01-01 UTC.
 _POSTGRES_EPOCH_US = 946_684_800_000_000
 _NULL_BYTES = "'\\x8000000000000000'::bytea"  # NOT_PROCESSED, big-endian
@@ -41,6 +43,20 @@ SELECT = (
     f"WHERE tenant_id = %s AND knowledge_base_id = %s AND {searchable_document_sql('d')}"
 )
 _PACKED = np.dtype([("id", ">i8"), ("at", ">i8")])
+
+
+def document_stamp(processed_at_us: np.ndarray, analyzer_version: np.ndarray) -> np.ndarray:
+    """One int64 per document that changes whenever its searchable chunks may have: processed
+    (or curated) again, or re-analysed."""
+    return (processed_at_us.astype(np.int64) << _STAMP_ANALYZER_BITS) | analyzer_version.astype(
+        np.int64
+    )
+
+
+def processed_micros(stamps: np.ndarray) -> np.ndarray:
+    """The processed_at (microseconds since 1970, 0 when never processed) of
+    ``document_stamp``s."""
+    return np.asarray(stamps, dtype=np.int64) >> _STAMP_ANALYZER_BITS
 
 
 def micros_since_1970(packed: np.ndarray) -> np.ndarray:
@@ -75,9 +91,8 @@ class Stamps:
 
     @classmethod
     def from_document_stamps(cls, ids: np.ndarray, document_stamps: np.ndarray) -> Stamps:
-        """From a BM25 manifest's documents (ids ascending) and their ``document_stamp``s
-        (``retrieval.bm25store.manifest``: processed_at in microseconds, shifted past the
-        analyser version; 0 for a document never processed)."""
+        """From a BM25 manifest's documents (ids ascending) and their ``document_stamp``s (0 for
+        a document never processed)."""
         at = processed_micros(document_stamps)
         return cls(np.asarray(ids, dtype=np.int64), np.where(at == 0, NOT_PROCESSED, at))
 

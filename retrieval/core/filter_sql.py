@@ -1,4 +1,5 @@
-"""Search filters as SQL over ``knowledge_chunk c`` (alias ``c``), shared by both legs.
+"""Search filters (``retrieval.core.filters``) as SQL over ``knowledge_chunk c`` (alias ``c``),
+shared by both legs.
 
 Document metadata is copied onto each chunk at ingestion (``Chunk.metadata``, GIN-indexed), so
 equality and membership filters need no join: ``c.metadata @> '{"project": "apollo"}'``. Age
@@ -15,8 +16,8 @@ from django.db import connections
 from django.utils import timezone
 
 from knowledge.selectors import searchable_chunk_sql
+from retrieval.core.filters import SearchFilters
 from retrieval.replica import search_reads
-from retrieval.search.types import SearchFilters
 
 
 def filter_sql(filters: SearchFilters, knowledge_base_id: int) -> tuple[str, list]:
