@@ -46,7 +46,10 @@ def test_a_task_queued_by_name_is_sent_and_an_unknown_name_fails_the_caller(
         enqueue(changes.MERGE_SEGMENTS, 987_654)
     assert _queued(changes.MERGE_SEGMENTS, 987_654) == 1
     misspelt = "retrieval.merge_bm25_segment"
-    with pytest.raises(KeyError, match=misspelt), django_capture_on_commit_callbacks(execute=True):
+    with (
+        pytest.raises(LookupError, match=misspelt),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
         enqueue(misspelt, 987_654)  # raised here, in the caller: never sent, never lost unseen
     assert _queued(misspelt, 987_654) == 0
 
