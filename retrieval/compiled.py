@@ -1,11 +1,12 @@
 """Numba-compiled loops of a module, loaded once per process and never waited for.
 
-Numba costs a process ~0.3 s to import and ~0.5 s to load cached machine code (the first
-compile on a machine, written to ``__pycache__`` or numba's user cache, ~5-10 s), and ~50 MB of
-private memory (LLVM) plus ~80 MB of shared library pages. So compiled loops are loaded by the
-warm-up (``retrieval.warmup``) or, in a process without it, in a background thread started by
-the first search that could use them; until then searches take their numpy path, which answers
-the same. Numba missing or broken leaves the numpy path in use (logged once).
+Numba costs a process time to import and to load cached machine code (far more for the first
+compile on a machine, written to ``__pycache__`` or numba's user cache), and private memory
+(LLVM) plus shared library pages (figures: docs/performance.md, "Query paths: compiled and
+numpy"). So compiled loops are loaded by the warm-up (``retrieval.warmup``) or, in a process
+without it, in a background thread started by the first search that could use them; until then
+searches take their numpy path, which answers the same. Numba missing or broken leaves the numpy
+path in use (logged once).
 
 Users: BM25's query loops (``retrieval.bm25.kernels``) and the vector leg's scoring of an IVF's
 int8 codes (``retrieval.vector.kernels``).

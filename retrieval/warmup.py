@@ -1,10 +1,11 @@
 """Warm processes: what a first search would load, loaded at start-up in the background.
 
-A new web process used to pay for everything on its first search: jieba's dictionary (~1 s),
-the local embedding model (~10 s), the knowledge base's BM25 index and vector matrix (seconds
-at 100k chunks). ``rag_project.lifecycle.process_started`` (sent by the WSGI module after
-gunicorn's fork and by each Celery worker process) starts ``warm`` in a daemon thread when
-``RAG_WARM_ON_START`` is on:
+Without it a new web process pays for everything on its first search: jieba's dictionary, the
+local embedding model, the knowledge base's BM25 index and vector matrix, each many times what
+a warm search costs (figures: docs/performance.md, "Cold start").
+``rag_project.lifecycle.process_started`` (sent by the WSGI module after gunicorn's fork and by
+each Celery worker process) starts ``warm`` in a daemon thread when ``RAG_WARM_ON_START`` is
+on:
 
 1. the analyser: jieba's dictionary and the default analyser;
 2. every embedding model a knowledge base uses (local models load their weights; remote
@@ -13,25 +14,25 @@ gunicorn's fork and by each Celery worker process) starts ``warm`` in a daemon t
    largest knowledge bases with ready documents (largest first: their cold load costs the
    most), each one's BM25 view into this process's L1 and, in a web process, its vector matrix
    into the matrix cache, within those caches' budgets; then BM25's compiled loops
-   (``retrieval.bm25.kernels``, ~0.8 s; searches take the numpy path until they are loaded)
-   and, in a web process, the vector leg's (``retrieval.vector.kernels``, for IVF bases' int8
-   codes; float32 until loaded). A Celery worker process warms the BM25 views because it
+   (``retrieval.bm25.kernels``; searches take the numpy path until they are loaded) and, in a
+   web process, the vector leg's (``retrieval.vector.kernels``, for IVF bases' int8 codes;
+   float32 until loaded). A Celery worker process warms the BM25 views because it
    writes each change's version as a delta on the view it holds: without one, its first
-   change to a knowledge base loaded every segment first (at 300k chunks ~2.5 s of CPU beside
-   the searches, and that document's visibility waited for it); and BM25's loops because they
+   change to a knowledge base would load every segment first (CPU taken from the searches
+   beside it, and that document's visibility waits for it); and BM25's loops because they
    spare that writer a pass over a large segment's postings per change (``SegmentedIndex``);
-4. web processes only, then: the URL configuration and every view module it routes to (Django
-   imports them on the first request: 1.3 s, most of it the MCP SDK, measured as the whole
-   difference between a warm process's first and second search);
+4. web processes only, then: the URL configuration and every view module it routes to (else
+   Django imports them on the first request, the MCP SDK above all);
 5. last, the heap: one full garbage collection, then everything loaded is frozen out of later
-   full collections (``rag_project.heap``; a full collection of a warm process took 405 ms).
+   full collections (``rag_project.heap``: a warm process's heap makes each full collection a
+   long stall).
 
 A search arriving meanwhile waits for nothing it does not need, and for what it needs no longer
 than a cold load: each load is single-flight in its cache (the analyser's and local models'
 locks, the BM25 store's per-knowledge-base flight, the matrix cache's load lock), so the search
 shares the load already under way instead of starting a second one. A step that fails is logged
 and named in ``/healthz`` (``warm.state`` ``failed``); the process serves, and that part loads
-on first use as before.
+on first use, as in a process that does not warm.
 """
 
 from __future__ import annotations
@@ -84,10 +85,9 @@ def warm(kind: str = "web") -> None:
 
     Two threads: the analyser then the embedding models in this one; the knowledge bases'
     indexes (and in a web process the routes) in a second, at the same time. The model and the
-    indexes are independent and each takes seconds (at 100k chunks: model 6.7 s, indexes
-    3.4 s, one after the other 11.8 s), and a search sent meanwhile needs both: in sequence,
-    it waited longer for them than a cold process loading them itself (8.5 s against 6.8 s,
-    ``bench coldstart``)."""
+    indexes are independent and each takes seconds, and a search sent meanwhile needs both:
+    loaded one after the other, it would wait for their sum, longer than a cold process loading
+    them itself (figures: docs/performance.md, "Cold start")."""
     started = time.perf_counter()
     second = None
     try:

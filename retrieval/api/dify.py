@@ -48,6 +48,8 @@ class DifyError(exceptions.APIException):
 
 
 class RetrievalSettingSerializer(FieldsOnceSerializer):
+    """How many records to return at most, and the lowest relevance score a record may have."""
+
     top_k = serializers.IntegerField(
         min_value=1, help_text=f"At most this many records (above {settings.RAG_MAX_TOP_K}: that)."
     )
@@ -57,6 +59,9 @@ class RetrievalSettingSerializer(FieldsOnceSerializer):
 
 
 class ConditionSerializer(FieldsOnceSerializer):
+    """One condition on document metadata: ``is``, ``=`` or ``in`` on any metadata field,
+    ``before`` or ``after`` on ``upload_date`` or ``created_at``."""
+
     name = serializers.JSONField(
         help_text="A metadata field name (or a list of names).", validators=[storable_json]
     )
@@ -65,11 +70,17 @@ class ConditionSerializer(FieldsOnceSerializer):
 
 
 class MetadataConditionSerializer(FieldsOnceSerializer):
+    """Which documents' chunks may be returned: conditions joined by ``and`` (all must hold) or
+    by ``or`` (only across values of one field)."""
+
     logical_operator = serializers.ChoiceField(choices=["and", "or"], default="and")
     conditions = ConditionSerializer(many=True)
 
 
 class DifyRetrievalRequestSerializer(FieldsOnceSerializer):
+    """Dify's retrieval request: the knowledge base (``knowledge_id``), the query, how many records
+    and how relevant (``retrieval_setting``), and optionally a condition on document metadata."""
+
     knowledge_id = serializers.CharField(max_length=100, help_text="A knowledge base id.")
     query = serializers.CharField(max_length=settings.RAG_MAX_QUERY_CHARS)
     retrieval_setting = RetrievalSettingSerializer()

@@ -13,6 +13,9 @@ from tenancy.api.fields import FieldsOnceSerializer, FiniteFloatField, id_field,
 
 
 class SearchFiltersSerializer(FieldsOnceSerializer):
+    """Which chunks a search may return: every filter given must hold; an omitted or null one
+    filters nothing."""
+
     document_ids = serializers.ListField(
         child=id_field(),
         max_length=1000,
@@ -264,9 +267,9 @@ def present(result: SearchResult, explain: bool) -> dict:
 
     It is already what ``SearchResponseSerializer`` (and with ``context``,
     ``ContextResponseSerializer``) renders, so the views send it as it is: the serializers
-    describe the body in the OpenAPI schema, and passing the body through them (deep-copying
-    ~60 fields per request to rebuild an equal dict) took ~1.1 ms of the ~16 ms of web-worker
-    CPU a search costs. ``tests/api/test_search_body.py`` checks that the two stay equal."""
+    describe the body in the OpenAPI schema, and passing the body through them would deep-copy
+    some 60 fields per request to rebuild an equal dict, a share of the web worker's CPU on
+    every search. ``tests/api/test_search_body.py`` checks that the two stay equal."""
     body = result.to_dict(None if explain else SUMMARY_TRACE_FIELDS)
     for rank, hit in enumerate(body["results"], start=1):
         hit["rank"] = rank

@@ -38,9 +38,9 @@ def scatter_add(buffer, positions, codes, bounds, offsets, table, idf):  # pragm
 
 @njit(inline="always", **_OPTIONS)
 def _allowed(doc_id, allowed):  # pragma: no cover - compiled
-    """Whether `doc_id` is in `allowed` (sorted), by binary search. (Eligibility as one
-    helper returning ``dead.size and dead[p]`` or this made every document read cost ~30 ns
-    more; the callers check ``dead`` inline.)"""
+    """Whether `doc_id` is in `allowed` (sorted), by binary search. (The callers check
+    ``dead`` inline: eligibility as one helper returning ``dead.size and dead[p]`` or this
+    costs every document read more.)"""
     low = _lower_bound(allowed, 0, allowed.size, doc_id)
     return low < allowed.size and allowed[low] == doc_id
 
@@ -164,8 +164,8 @@ def collect_recording(
     """``collect``, also appending to the out arrays (holding `m`) every eligible non-zero
     (position, score) read that may still be a MaxScore candidate: whose score plus `reach`
     (what the other terms can add) reaches ``keep`` times the heap's current floor (the final
-    theta is at least that); the new (n, m). (One loop with a "record" flag ran ~2x slower
-    than ``collect`` even with the flag off.)"""
+    theta is at least that); the new (n, m). (A loop of its own, not ``collect`` with a
+    "record" flag: the flag's branch slows the loop even when it is off.)"""
     k = heap_scores.size
     floor = heap_scores[0] if n == k else -np.inf
     lowest = floor * keep - reach

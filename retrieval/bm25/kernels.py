@@ -1,12 +1,12 @@
 """Compiled loops for the BM25 query path, loaded once per process, never waited for.
 
 ``SegmentedIndex.search`` sums a query's term contributions and selects its top k. In numpy
-that is a sequence of calls (``np.add.at``, gathers, partitions), each ~1.6-2 ns a posting plus
-microseconds of Python; bm25s, the fastest peer, runs one numba loop at ~1 ns a posting. The
-loops in ``retrieval.bm25._compiled`` do the same work as ours in numba: the same float64
-additions in the same order (so the same bits as rank_bm25), a heap for the top k, MaxScore's
-candidates looked up by galloping. Measured at 100k documents (``bench bm25``, 2-core VM):
-query p50 ~0.2 ms numpy, ~0.11 ms compiled.
+that is a sequence of calls (``np.add.at``, gathers, partitions), each a pass over the postings
+plus a Python call; bm25s, the fastest peer, runs one numba loop over them. The loops in
+``retrieval.bm25._compiled`` do the same work as ours in numba: the same float64 additions in
+the same order (so the same bits as rank_bm25), a heap for the top k, MaxScore's candidates
+looked up by galloping, with no Python between the steps (figures: docs/performance.md, "Query
+paths: compiled and numpy").
 
 Loading (``retrieval.compiled``): by the warm-up (``retrieval.warmup``) or, in a process
 without it, in a background thread started by the first search; until the loops are loaded,

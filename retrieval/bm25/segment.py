@@ -37,7 +37,8 @@ from retrieval.bm25.index import (
 SEGMENT_FORMAT_VERSION = 1
 # A full-size segment holds at most this many tokens (so at most as many postings): its
 # compressed payload stays in the tens of megabytes, far below Redis's 512 MB value limit and
-# bytea's 1 GB, and one segment loads or builds in a few seconds at most.
+# bytea's 1 GB, and loading or building one segment stays a bounded piece of work whatever the
+# knowledge base's size.
 MAX_SEGMENT_TOKENS = 16_000_000
 # The most cells a segment's pair grid may have (8 bytes each in every view that uses it).
 MAX_PAIR_CELLS = 1 << 18
@@ -215,8 +216,8 @@ class Segment:
     def holds(self, ids: np.ndarray) -> np.ndarray:
         """Per document of this segment, whether its id is in ``ids`` (sorted, unique): a
         binary search of each of ``ids`` when the segment's ids ascend (as a build's and a
-        merge's do), ~0.05 ms for a change's deletions in a 150k-document segment against
-        ~0.7 ms for ``np.isin``, paid by every process composing a view after every change."""
+        merge's do): O(len(ids) log documents), where ``np.isin`` sorts every document of the
+        segment with them, and every process composing a view pays it after every change."""
         if not self._ids_ascending:
             return np.isin(self.doc_ids, ids)
         found = np.zeros(self.doc_ids.size, dtype=bool)

@@ -33,10 +33,10 @@ make a new piece. A view computes ``tf * (k1 + 1) / (tf + norm(dl))`` once per g
 every segment (``_view_table``), and the compiled loops compute a posting's contribution where
 they read it, ``table[offset + code] * idf``: the same operations on the same values as per
 posting, so the same bits, and a new view (a new average length and new idfs) weighs nothing
-again. (Weighing the common terms of `bench churn`'s queries again was 10-45 ms per process and
-view, plus ~5 us per rarer term.) The numpy path gathers the same table by code into weights,
-kept per view in an LRU for common terms (``cache_min_postings``), and computes rarer terms'
-per posting, kept in a smaller LRU.
+again. (Weighing a query's terms again would be a pass over their postings in every process
+after every change.) The numpy path gathers the same table by code into weights, kept per view
+in an LRU for common terms (``cache_min_postings``), and computes rarer terms' per posting, kept
+in a smaller LRU.
 
 Two ways sum them and select the top k, with the same result bit for bit:
 
@@ -72,12 +72,12 @@ _DENSE_FRACTION = 8  # read a sum back by a dense scan when the postings reach 1
 # Try MaxScore when the other terms read at most this fraction of the dominant term's postings.
 _MAXSCORE_RATIO = 4
 # Looking a candidate up by binary search costs about as much as adding this many postings to
-# the dense buffer (~45 ns against ~2 ns, measured with numpy 2.4 for 3k-100k postings), and a
-# dense lookup about this many more (zeroing, its calls).
+# the dense buffer (the ratio of their measured costs per element: a search's branchy steps
+# against a plain add), and a dense lookup about this many more (zeroing, its calls).
 _LOOKUP_COST = 22
 _DENSE_LOOKUP_OVERHEAD = 8192
-# The compiled loops: finding a candidate in a term's postings by galloping (~25 ns, branchy)
-# costs about as much as adding and reading back this many postings (~2 ns each).
+# The compiled loops: finding a candidate in a term's postings by galloping (branchy steps)
+# costs about as much as adding and reading back this many postings (a measured ratio).
 _GALLOP_COST = 12
 # Relative room for summing the same contributions in another order (a few units in the last
 # place of a float64 sum of tens of terms is ~1e-14).
@@ -124,18 +124,18 @@ class SegmentedIndex:
         """``previous``: a view this one follows (the same knowledge base one version before).
         When every segment of it is still here (a delta: segments only added, deletions only
         grown), its vocabulary and per-segment term ids and document frequencies are reused
-        instead of composed again, which is most of the cost (at 300k chunks ~90 of ~100 ms,
-        paid by every process after every change). After a merge the segments still here are
-        reused the same way; terms only the folded-away segments held stay in the vocabulary
-        with no live document (never scored, not in ``terms()``), until they are a quarter of
-        it and the view is composed afresh.
+        instead of composed again, which is most of the cost of composing a view (paid by every
+        process after every change). After a merge the segments still here are reused the same
+        way; terms only the folded-away segments held stay in the vocabulary with no live
+        document (never scored, not in ``terms()``), until they are a quarter of it and the view
+        is composed afresh.
 
         ``dead_frequencies``: per segment, (local term ids, how many of the segment's deleted
         documents hold each), as ``dead_frequencies()`` of a view of the same segments and
         deletions reports (the manifest carries them, see ``retrieval.bm25store.manifest``).
         A segment whose deletions changed then has its document frequencies from its own
-        postings counts minus those, instead of one pass over all its postings (~40 ms per
-        change for a full-size segment on a 2-core machine, paid by every process). Without
+        postings counts minus those, instead of one pass over all its postings (up to
+        ``MAX_SEGMENT_TOKENS`` of them, paid by every process at every change). Without
         that record (the writer of a version, which records it), a view composed on
         ``previous`` takes that view's counts minus the documents deleted since, found in
         each term's postings (``_live_counts``).
@@ -206,8 +206,8 @@ class SegmentedIndex:
         # A document's length norm is computed where a posting needs it (``_per_posting``,
         # ``_view_table``), from the stored lengths (deleted ones too: never scored) and the
         # live average length; no tokens means no postings, so the norm is never read.
-        # Computing all of them here was ~1.5 ms of every view composed at 300k chunks (every
-        # process, after every change), for the few postings that read one.
+        # Computing all of them here would be a pass over every document in every view composed
+        # (every process, after every change), for the few postings that read one.
         avgdl = total / self._n if total else 1.0
         self._lengths = lengths
         # The previous view's vocabulary grown by this one's new terms (``_Vocabulary``: the
@@ -229,14 +229,15 @@ class SegmentedIndex:
         # reuse, or of deleted documents): past a quarter of it the next view starts afresh.
         self._stale_terms = int(np.count_nonzero(self._df == 0))
         # idf per document frequency (``_idf_of``): a term's idf is read only for the terms of
-        # a query, and an array over the whole vocabulary was ~1.5 ms of every view composed.
+        # a query, and an array over the whole vocabulary would be computed in every view
+        # composed, where this one has an entry per distinct document frequency.
         self._idf_by_df = _floored_idf_by_df(self._df, self._n, params.epsilon)
         # The numpy path's contributions of terms kept as weights (see ``_term_contributions``),
         # and the compiled path's terms (``_Term``: their layouts' pieces and idf).
         self._weights: ByteLRU[int, _Part] = ByteLRU(weight_cache_bytes, _part_bytes)
         self._terms: ByteLRU[int, _Term] = ByteLRU(layout_cache_bytes, _term_bytes)
         # Rarer terms' positions and contributions, in their own LRU so that they never push
-        # a common term out: computing one costs ~5 us of numpy calls, reading it ~0.5 us.
+        # a common term out: computing one costs several numpy calls, reading it one lookup.
         self._rare: ByteLRU[int, _Part] = ByteLRU(RARE_CACHE_BYTES, _part_bytes)
         self._cache_min_postings = cache_min_postings
         # Layouts are keyed by global term id, so only views that kept the vocabulary share;
@@ -374,9 +375,9 @@ class SegmentedIndex:
         keep = keep.nonzero()[0]
         touched, hits = touched[keep], hits[keep]
         if hits.size > top_k:
-            # np.partition costs ~7 ns per element: first drop what scores below the k-th best
-            # of a strided sample (a subset, so that is at most the k-th best overall), keeping
-            # about 16 k candidates, then partition those.
+            # np.partition costs more per element than a comparison: first drop what scores
+            # below the k-th best of a strided sample (a subset, so that is at most the k-th
+            # best overall), keeping about 16 k candidates, then partition those.
             step = hits.size // (16 * top_k)
             if step >= 2:
                 sample = hits[::step]
@@ -412,7 +413,7 @@ class SegmentedIndex:
         and their scores are added again over every occurrence in query order, each term's
         contribution found by galloping through its sorted postings. Otherwise (no split, or
         theta too low) every occurrence is added into the buffer and read back into the heap:
-        ~1 ns a posting each way."""
+        one step a posting each way."""
         ids, k = self._all_ids, min(top_k, self._all_ids.size)
         dead = self._dead if self._dead is not None else _NO_DEAD
         if allowed is None:
@@ -524,9 +525,8 @@ class SegmentedIndex:
         each document's contributions are added in the parts' order. The k-th best score among
         the rarest part's eligible documents bounds the k-th best overall from below, as does
         `floor` when given, so only documents scoring at least the larger are candidates.
-        They are read back one of two ways, whichever reads less (numpy 2.4, 2-core machine: a
-        dense scan and refill ~0.7 ns per document, a gather and a scatter of zeros ~2.2 ns per
-        posting):
+        They are read back one of two ways, whichever reads less (a dense scan and refill costs
+        less per document than a gather and a scatter of zeros per posting):
 
         - postings covering a good part of the documents (``_DENSE_FRACTION``): one scan of
           the buffer for the candidates, then ``fill(0)``;
@@ -729,8 +729,8 @@ class SegmentedIndex:
     def _returned(self, buffer: np.ndarray, written: Sequence[np.ndarray]) -> None:
         """Zero a borrowed buffer where `written` (positions) and put it back in the pool: one
         ``fill`` when they cover an eighth of the documents, else a scatter of zeros with the
-        positions converted to intp once (``np.put`` with int32 costs ~3x as much). A buffer
-        dropped by an exception before this never returns unzeroed."""
+        positions converted to intp once (``np.put`` with int32 positions converts them on every
+        call). A buffer dropped by an exception before this never returns unzeroed."""
         if sum(w.size for w in written) * _DENSE_FRACTION >= buffer.size:
             buffer.fill(0.0)
         else:
@@ -769,8 +769,9 @@ class SegmentedIndex:
         """The k-th best positive score of an eligible document (`scores` of the documents at
         `positions`; of any document without them), or 0 when fewer than k have one.
 
-        ``np.partition`` costs ~7 ns an element: of many, the k-th best of a strided subset of
-        about 16 k (at most the k-th best of all) first drops what scores below it."""
+        ``np.partition`` costs more per element than a comparison: of many, the k-th best of a
+        strided subset of about 16 k (at most the k-th best of all) first drops what scores below
+        it."""
         if not top_k or scores.size < top_k:
             return 0.0
         step = scores.size // (16 * top_k)
@@ -1065,9 +1066,9 @@ class _Reused(NamedTuple):
 class _Vocabulary:
     """Term -> global term id, grown along the views that follow one another (``successor``):
     a dict no view changes once it is made (``base``), shared by them, plus the terms added
-    since, copied by each view. Copying the whole dict for every view was ~0.6 ms at 300k
-    chunks (50k terms), in every process after every change; the terms added since are a few
-    hundred a change, folded into a new base once they pass an eighth of it.
+    since, copied by each view. Copying the whole dict (tens of thousands of terms) for every
+    view would be O(vocabulary) in every process after every change; the terms added since are a
+    few hundred a change, folded into a new base once they pass an eighth of it.
 
     Ids are given in order of first sight, so iterating yields the terms by id."""
 
@@ -1169,10 +1170,10 @@ def _live_counts(
     previous view's live mask and frequencies of the same segment) when that view's deletions
     are all still deleted and the documents deleted since are few: its frequencies minus the
     terms those documents hold, found in each term's postings by the compiled loops
-    (``holders_by_term``). That is the writer of a change (the Celery worker): one pass over a
-    full-size segment's 12.5M postings took ~22 ms on an idle 2-core machine and ~50 ms beside
-    the searches of ``bench churn``, for each change; finding a 20-chunk document's chunks,
-    ~2.3 ms. Integer counts: the same whichever way."""
+    (``holders_by_term``). That is the writer of a change (the Celery worker): one pass reads
+    every posting of a segment of up to ``MAX_SEGMENT_TOKENS`` at each change, where finding a
+    small document's chunks takes, per term, one binary search and a short gallop per chunk
+    (the bound in ``_minus_deleted_since`` chooses). Integer counts: the same whichever way."""
     if dead is None and before is not None and live is not None:
         counted = _minus_deleted_since(segment, live, *before)
         if counted is not None:
@@ -1401,10 +1402,10 @@ def _floored_idf_by_df(df: np.ndarray, n: int, epsilon: float) -> np.ndarray:
     documents composed along different paths (afresh, on a previous view, after a merge) score
     identically. Summed term by term, a view composed on the one before after a merge (whose
     vocabulary keeps the order it grew in) could differ from a fresh one by an ulp, which the
-    stateful exactness test, comparing them bit for bit, found."""
+    stateful exactness test, comparing them bit for bit, catches."""
     terms_with = np.bincount(df) if df.size else np.zeros(1, np.int64)
     terms_with[0] = 0  # terms without a live posting: not in the mean, never read
-    distinct = np.flatnonzero(terms_with > 0)  # on booleans: ~7x faster than on the counts
+    distinct = np.flatnonzero(terms_with > 0)  # on booleans: numpy's fastest nonzero
     by_df = np.zeros(terms_with.size, dtype=np.float64)
     if not distinct.size:
         return by_df

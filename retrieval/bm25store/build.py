@@ -10,12 +10,12 @@ readers of the newer version do not take it as theirs.)
 Two kinds of build:
 
 - **full**: every searchable chunk, cut into segments of at most ``MAX_SEGMENT_TOKENS`` tokens
-  in the order PostgreSQL returns them; seconds at 100k chunks, most of it fetching.
+  in the order PostgreSQL returns them; its time grows with the chunks, most of it fetching.
 - **delta**: from the newest stored manifest. The searchable documents and their stamps
   (``processed_at`` and analyser version: one small table, the chunk table untouched) are
   compared with the manifest's: the chunks of documents gone or changed are added to the
   deletions (found by the segments' ``groups``, each chunk's document id, without asking the
-  database), and the chunks of documents new or changed are fetched (only theirs: milliseconds
+  database), and the chunks of documents new or changed are fetched (only theirs: a small read
   for one document) into one small segment. A different analysis basis (analyser version or
   user words), or a delta touching more than ``DELTA_MAX_FRACTION`` of the chunks, builds in
   full instead.
@@ -61,9 +61,9 @@ from retrieval.replica import search_reads
 # A delta deleting or adding more than this fraction of the live chunks is built in full.
 DELTA_MAX_FRACTION = 0.3
 # The searchable documents' ids, processed_at and analyser versions, packed as big-endian int8,
-# int8, int4 (20 bytes a document) into one value: read row by row into Python, 15k documents
-# took ~20 ms of the worker's time at each change, against ~4 ms so (an index-only scan of
-# ``document_searchable_stamps``). Sorted here.
+# int8, int4 (20 bytes a document) into one value that numpy unpacks at once, where rows read
+# one by one would be a Python object per document at every change; an index-only scan of
+# ``document_searchable_stamps``. Sorted here.
 _SELECT_DOCUMENTS = (
     "SELECT string_agg(int8send(id) || "  # noqa: S608
     f"{PROCESSED_AT_BYTES} || int4send(analyzer_version::int4), '') "

@@ -1,7 +1,7 @@
 """Reading a knowledge base's stored tokens for a build (they are never re-analysed).
 
 Fetching is the expensive half of a full build: at a million chunks PostgreSQL produces 100M
-tokens, and any per-token Python object or step costs seconds. So:
+tokens, and any per-token Python object or step is paid a hundred million times. So:
 
 - PostgreSQL joins each chunk's tokens into one UTF-8 ``bytea`` (with a separator the analyser
   never emits), and Python splits bytes: no decoding per token. A row whose split does not give
@@ -13,8 +13,8 @@ tokens, and any per-token Python object or step costs seconds. So:
   (``Segment.from_term_ids``). Three things run at once: a reader thread fetches the next
   batch of rows from a server-side cursor (waiting on PostgreSQL releases the GIL), the calling
   thread maps tokens to ids, and a builder thread inverts each segment as soon as it is cut
-  (numpy's sort releases the GIL). At 1M chunks (100M tokens) reading and building took 25 s
-  instead of 62 s on two cores (docs/performance.md, "1,000,000 chunks").
+  (numpy's sort releases the GIL), so reading and building overlap instead of adding up
+  (figures: docs/performance.md, "1,000,000 chunks").
 - `fetch_tokens` returns token lists (strings, one per distinct term, shared): for callers that
   need the tokens themselves (the rank_bm25 comparison in ``bench search``, tests).
 

@@ -19,10 +19,9 @@ signed like a segment (``payload``) with the version in the label. Integer array
 the narrowest unsigned type that holds them (``_narrow``), ascending ones as differences (small
 numbers that compress well), and read into the types above. Format 1 (``np.savez``, read with
 ``allow_pickle=False``), which earlier releases wrote, is still read: an upgrade keeps the
-stored indexes. Every process composing a version reads its manifest and the writer seals one:
-at 300k chunks (15k documents, 1.2k chunks deleted) format 1 took 1.4 ms to inflate and read
-and 2.9 ms to write and deflate, format 2 0.4 and 1.2 ms, and it deflates to 35 KB instead of
-99 KB (docs/performance.md, session 30).
+stored indexes. Every process composing a version reads its manifest and the writer seals one,
+at every change: format 2 is smaller, and quicker to read and to write, than format 1's archive
+of wide arrays (figures: docs/performance.md, "A change, per process").
 """
 
 from __future__ import annotations
@@ -253,9 +252,9 @@ def _narrow(values: np.ndarray) -> np.ndarray:
     """Integers in the narrowest unsigned type that holds them all (as given when one is
     negative or past 32 bits): the reader converts every array to its own type
     (``from_bytes``), so this is the same manifest to any reader, in fewer bytes to compress,
-    store and read. At 300k chunks with 13.7k chunks deleted a manifest's arrays were 1.1 MB
-    as int32 and int64, most of them dead frequencies (local term ids under 65,536, counts
-    under 256 or 65,536) and ids under 2**32."""
+    store and read. Most of a manifest's arrays are dead frequencies, whose local term ids fit
+    under 65,536 and counts under 256 or 65,536, and ids under 2**32: as int32 and int64 they
+    would be mostly zero bytes."""
     values = np.asarray(values)
     if not values.size:
         return values.astype(np.uint8)

@@ -13,7 +13,7 @@ fetches one small segment, not the index.
 
 After a change the first get (or the worker's ``invalidate_and_warm``) builds the new version as
 a **delta** on the newest stored manifest: one small segment for the documents new or changed,
-their old chunks added to the deletions (``build.build_delta``; milliseconds for a document).
+their old chunks added to the deletions (``build.build_delta``; a small read for a document).
 Only a knowledge base never built, a change of analysis (analyser version, user words) or a
 change to more than ``DELTA_MAX_FRACTION`` of the chunks builds in full. Merges fold small
 segments and drop deleted chunks in the background (``merge``, a Celery task): a build that
@@ -27,11 +27,10 @@ that tier, logged on ``rag.security``, and the store carries on to the next tier
 which builds the new version into L2 and L3; a search process that holds an older complete view
 of the knowledge base answers from it (the handle says ``stale`` and ``deferred``) for up to
 ``BM25_DEFER_BUILD_S`` after it first saw a newer version than that view, without taking the
-build lock, and then loads the worker's segment (one small read). Before, the first search after
-each change built the delta itself, in the request path, and a sync web worker's other requests
-queued behind it: at 300k chunks and a change a second, two web workers built 83 deltas in two
-minutes, at 0.4-1.4 s each under load (docs/performance.md, "Churn"). Past the deferral (no
-worker, or one far behind) the search builds it as below, so staleness stays bounded.
+build lock, and then loads the worker's segment (one small read). A delta built in the request
+path would hold a sync web worker, and every request queued behind it, at every change, and
+under load a build takes far longer than a search. Past the deferral (no worker, or one far
+behind) the search builds it as below, so staleness stays bounded.
 
 One build per (KB, version) across processes: the first get takes the build lock; the others
 wait for its result, polling the tiers, and build it themselves (correctness first) if the wait
@@ -265,8 +264,8 @@ class BM25Store:
         """Like get, but never answers with an older view: the worker's build of a change
         into L2 and L3 for the search processes. The view stays in this process's L1 (least
         recently used first beyond ``BM25_L1_MAX_BYTES``), so the next change's delta starts
-        from the segments held instead of loading them all again (at 300k chunks that load
-        was ~500 of the ~600 ms a delta took).
+        from the segments held instead of loading them all again (that load would be most of
+        what a delta costs).
 
         The writer composes each version on the one before with no record of the dead yet:
         BM25's compiled loops spare it a pass over the postings of a segment with new
@@ -527,7 +526,7 @@ class BM25Store:
         when they were found without it less than ``BM25_RECHECK_S`` ago and the build is
         still left to the worker; else None.
 
-        Between a change and the worker storing its version (a few hundred milliseconds), every
+        Between a change and the worker storing its version (its delta and the writes), every
         search of every process would otherwise ask Redis and PostgreSQL for a manifest that is
         not there yet, two round trips each, and answer from the view it holds all the same.
         The cost of asking less often: the new version is picked up at most ``recheck_s``
@@ -565,7 +564,7 @@ class BM25Store:
         if held is not None and held_first:
             return held
         # The writer of the stored manifest (the Celery worker, change after change) holds it
-        # already: reading and composing it again took ~8% of the worker's time.
+        # already: reading and composing it again at every change would be work thrown away.
         if held is not None and held.signature:
             stored = self.l2.signature(attempt.identity)
             if stored == (held.version, held.signature):
@@ -781,8 +780,8 @@ def _announce_merge_due(knowledge_base_id: int) -> None:
 
 def _sealed(identity: Identity, segments: dict[str, Segment]) -> Iterator[SignedPayload]:
     """The segments' payloads in order. Several (a full build) are sealed by two threads while
-    the caller writes the ones before (zlib and the HMAC release the GIL): storing the seven
-    segments of a million chunks took 2.8 s instead of 4.7 s."""
+    the caller writes the ones before (zlib and the HMAC release the GIL), so sealing and
+    writing overlap instead of adding up."""
     if len(segments) < 2:
         yield from (seal_segment(identity, key, s) for key, s in segments.items())
         return

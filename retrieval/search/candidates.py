@@ -8,7 +8,8 @@ Cosine similarities of two embedding models are not on one scale (one model's 0.
 another's 0.8), so when the knowledge bases searched embed with different models (or
 dimensions), the vector candidates of each model are ranked among themselves and each such
 ranking enters the fusion as a list of its own; a hit's ``vector_rank`` is then its rank among
-its model's candidates. With one model this is the single vector ranking of before.
+its model's candidates. With one model there is a single vector ranking across the knowledge
+bases searched.
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ from tenancy.models import Tenant
 
 HYDRATE_MARGIN = 5
 # SEARCHABLE_CHUNK (knowledge.selectors) as SQL, with the tenant on both tables. Raw SQL: the
-# ORM's query (select_related, only, the Q) took ~2.2 ms of CPU to compile and turn into model
-# instances against ~0.3 ms for this, a tenth of a search's web-worker CPU.
+# ORM's query (select_related, only, the Q) costs several times this one to compile and to turn
+# into model instances, on every search (figures: docs/performance.md, "Figures behind choices
+# in the code").
 _ROWS = (
     "SELECT c.id, c.document_id, c.knowledge_base_id, c.content, c.page, c.start_char, "  # noqa: S608
     "c.end_char, c.heading_path, c.metadata, c.position, d.title, d.original_filename "

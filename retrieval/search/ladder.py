@@ -61,9 +61,10 @@ def fuzzy_titles(
     """(document id, similarity) of titles similar to the query, best first: the Jaccard
     similarity of their trigram sets (``jaccard(trigrams(query), trigrams(title))``), computed
     over every title at once from each title's trigram ids, kept per process (``_TitleGrams``).
-    Computing every title's trigrams again for each query took ~150 ms of CPU at 15k
-    documents, in every search that found nothing (a question the knowledge base cannot
-    answer, a word gone with a deleted document)."""
+    Computing every title's trigrams again for each query would be Python work per title, in
+    every search that found nothing (a question the knowledge base cannot answer, a word gone
+    with a deleted document); kept, a query costs its own trigrams and numpy passes over the
+    titles' trigram ids."""
     rows = list(titles)
     wanted = trigrams(query)
     if not wanted or not rows:

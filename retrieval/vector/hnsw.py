@@ -17,11 +17,10 @@ The query runs on the database the search reads (``retrieval.replica.search_read
 creation always on the primary.
 
 ``hnsw.ef_search`` is ``RAG_HNSW_EF_SEARCH`` (200). The index as built here (pgvector's m 16,
-ef_construction 64) found about 0.7 of the exact top 10 at 200 on ``bench search``'s generated
-vectors at 100k rows, and less as it grew; on 20k real paragraphs' embeddings 0.97 at ef 40
-(docs/performance.md, "Which path serves which size": the generated vectors are harder for a
-graph than real ones). The exact in-memory path serves every knowledge base that fits its
-budget.
+ef_construction 64) misses part of the exact top 10 even at 200 on ``bench search``'s
+generated vectors, and more as it grows; real embeddings fare far better (docs/performance.md,
+"Which path serves which size": the generated vectors are harder for a graph than real ones).
+The exact in-memory path serves every knowledge base that fits its budget.
 """
 
 from __future__ import annotations

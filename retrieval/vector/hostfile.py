@@ -21,14 +21,15 @@ three more files come with it, ``.centroids.npy`` (the lists' unit centroids), `
 and every lookup by id); the ``.json`` records the lists, the calibrated number probed, the
 recall measured there and the build's seconds. Its ``ivf`` entry says the three files must be
 there and match (shapes, the offsets covering the rows, the order sorting the ids); a base
-without one (smaller, or written before the IVF existed) is searched exactly. With
+without one (smaller, or written by a release without IVFs) is searched exactly. With
 ``VECTOR_IVF_CODES`` two more files come with an IVF, ``.codes.npy`` (the rows as int8 codes,
 in the same order) and ``.scales.npy`` (each row's scale), and the ``ivf`` entry says
 ``"codes": "int8"`` (``retrieval.vector.ivf.quantize``); a base without them scores every
 probed row. With codes and ``VECTOR_IVF_FLOAT16`` the rows themselves (``.vec.npy``) are
 float16 (``"row_type": "float16"``; the codes are those of the rounded rows, so their bounds
 hold for the rows scored): the codes spare a search converting all but ~limit of them, and the
-host holds 0.75x of one float32 copy instead of 1.25x. Bases written before it: float32.
+host holds 0.75x of one float32 copy instead of 1.25x. Otherwise (or with no ``row_type`` in
+the header) the rows are float32.
 
 A base is never trusted beyond what the database says: the matrix built on it drops every row
 whose document is not among the knowledge base's searchable documents with the same
@@ -131,7 +132,7 @@ def _open(meta: Path, version: int, dimensions: int) -> Base | None:
         order = index = None
         row_type = np.float32
         if header.get("ivf") is not None:  # written with an IVF: its files must check out
-            # float16 rows: VECTOR_IVF_FLOAT16 (bases written before it was kept: float32)
+            # float16 rows: VECTOR_IVF_FLOAT16 (a header naming no row type: float32)
             row_type = np.float16 if header["ivf"].get("row_type") == "float16" else np.float32
             order = _load(stem, "order")
             index = _opened_ivf(stem, header["ivf"], rows, dimensions)
@@ -191,7 +192,7 @@ def _opened_ivf(stem: Path, header: dict, rows: int, dimensions: int) -> Ivf:
         probes,
         float(header["recall"]),
         float(header["build_s"]),
-        float(header.get("scan_share", 0.0)),  # absent from bases written before it was kept
+        float(header.get("scan_share", 0.0)),  # 0: not in the header, not recorded
         codes,
         scales,
     )
@@ -199,7 +200,7 @@ def _opened_ivf(stem: Path, header: dict, rows: int, dimensions: int) -> Ivf:
 
 def _orders(order: np.ndarray, ids: np.ndarray) -> bool:
     """Whether ``order`` lists the rows by strictly ascending id (so it is a permutation of
-    them; ~10 ms at 1M rows, once per process that maps the base)."""
+    them; a pass over the rows, once per process that maps the base)."""
     if order.dtype != np.int64 or order.shape != ids.shape:
         return False
     if not len(order):

@@ -1,8 +1,9 @@
 """An inverted file (IVF) over a large host base's vectors: the vector leg's path past the
 exact scan's latency budget.
 
-The exact scan costs ~0.15 us per row of 384 dimensions, ~150 ms at 1M chunks: five times a
-hybrid search's budget. An IVF clusters the base's unit rows around ``lists`` centroids
+The exact scan's cost grows with the rows, and at a million chunks of 384 dimensions it is
+several times a hybrid search's budget (figures: docs/performance.md, "Vector recall: exact,
+IVF, HNSW"). An IVF clusters the base's unit rows around ``lists`` centroids
 (spherical k-means: dot products, unit centroids) and a query scores only the rows of the
 ``probes`` lists whose centroids are nearest to it. The host file stores the rows list by list
 (``retrieval.vector.hostfile``), so a probed list is one contiguous slice of the mapped
@@ -15,28 +16,28 @@ and time. k-means runs on a seeded random sample of ~50 rows per list (the whole
 cost 5-10x more per iteration; the calibration below judges the centroids whatever they are),
 8 iterations, an empty list reseeded with the sampled row its centroid fits worst; then every
 row is assigned to its nearest centroid in blocks, so memory stays bounded whatever the size.
-At 300k rows of 384 dimensions the whole build took 7 s on two cores (load 1.3), 14-19 s
-inside ``bench search`` under load 2-5.
+The build is paid once per base, by the process writing it (figures: docs/performance.md,
+"Known limits").
 
-How many lists to probe depends on the vectors: real embeddings needed 3.5-4x more rows
+How many lists to probe depends on the vectors: real embeddings need several times more rows
 scanned than the benchmark's generated ones for the same recall (docs/performance.md, "Which
 path serves which size"). So it is calibrated per base, on its own rows (``calibrate``),
-which also measures the share of the rows those probes scan (``scan_share``: ~3% for the
-benchmark's realistic vectors at 300k).
+which also measures the share of the rows those probes scan (``scan_share``: a few percent
+for the benchmark's realistic vectors).
 
 Scoring the probed rows is bound by reading them (21 MB of float32 a query at 300k rows). So
 a base also stores its rows as int8 codes with a scale per row (``quantize``, a quarter of the
 bytes), and a search first bounds every probed row's score from its codes, then scores exactly,
 in float32, only the rows whose bound reaches the k-th best exact score of the head
 (``retrieval.vector.matrix.Part.probed``): the same top k as scoring every probed row in
-float32, at 0.9 against 2.3-2.7 ms a query there (~27 rows scored exactly of ~14k).
+float32, for tens of rows scored exactly of the thousands probed (figures: docs/performance.md,
+"int8 codes and float16 rows").
 
-Vectors without neighbourhood structure need most lists: 300k ``hash`` embeddings needed 227
-of 1,095 lists, 61% of the rows. The IVF is still kept for them: its wall time alone on an
-idle machine looked like the exact scan's (17.4 against 19.0 ms), but the exact scan's was on
-two BLAS threads, ~39 ms of CPU against the IVF's ~17 on one (its slices are too small to
-split). Where every core is busy that CPU is the cost: served by two web workers, ``bench
-churn --vectors hash`` at 300k had a quiet p50 of 77 ms with the IVF and 285 ms without.
+Vectors without neighbourhood structure need most of the rows probed (``hash`` embeddings:
+over half of them). The IVF is still kept for them: with cores to spare its wall time is about
+the exact scan's, but the exact scan runs on two BLAS threads for over twice the IVF's CPU on
+one (its slices are too small to split), and where every core is busy that CPU is the cost
+(figures: docs/performance.md, "Not kept, because").
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ import numpy as np
 SEED = 20261123  # the sample, the initial centroids and the calibration queries: reproducible
 ROWS_PER_LIST = 50  # k-means sample: rows per list
 ITERATIONS = 8
-# Over six seeds at 300k generated rows, 200 queries calibrated 29 to 39 probes (recall@10
-# 0.961-0.973 to the benchmark's queries), 400 calibrated 32 to 39 (0.965-0.973); 400 cost
-# ~2.5 s of the build there.
+# Enough queries that the probes calibrated vary little with the seed: with half as many, some
+# seeds calibrate too few probes for the target. The exact scan that judges them costs the
+# build rows x queries products.
 CALIBRATION_QUERIES = 400
 K = 10  # recall@K is what the calibration targets
 # Calibration queries are a stored row moved to this cosine from it (``calibration_queries``).

@@ -7,7 +7,8 @@ the scan (~14k rows, 21 MB of float32 a query at 300k chunks), and a filtered se
 rows of such a base. Until the loops are loaded, or without numba, or with
 ``VECTOR_IVF_CODES=false``, every probed (or allowed) row is scored on the stored rows; both
 give the same top ids (``Part.probed``, ``Part.scored``). With float16 rows
-(``VECTOR_IVF_FLOAT16``) that costs ~4x a float32 product (numpy converts each row).
+(``VECTOR_IVF_FLOAT16``) that costs several times a float32 product (numpy converts each
+row).
 """
 
 from __future__ import annotations

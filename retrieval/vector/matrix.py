@@ -1,22 +1,21 @@
 """The vector leg's exact path: a knowledge base's vectors as one matrix in memory (a file
 mapped once per host, see ``retrieval.vector.hostfile``, plus this process's changed rows).
 
-Why not always pgvector's HNSW index: an approximate graph misses part of the exact top 10
-(0.41 at ef_search 40 on ``hash`` vectors, 0.54-0.79 on the benchmark's generated vectors at
-100k chunks, 0.97 on 20k real paragraphs' embeddings), and tuning it costs build time and
+Why not always pgvector's HNSW index: an approximate graph misses part of the exact top 10 (how
+much depends on the vectors and ``ef_search``), and raising its recall costs build time and
 query time; pgvector's own exact scan detoasts and casts every vector. The same exact scan as
-one float32 matrix-vector product in numpy is a few milliseconds at 100k chunks, with recall 1
+one float32 matrix-vector product in numpy reads each row once at memory speed, with recall 1
 by construction (measurements: docs/performance.md, "Vector recall"). So a knowledge base whose
 matrix fits ``VECTOR_HOST_MAX_BYTES`` (``VECTOR_L1_MAX_BYTES`` without host files) is searched
 exactly here; a larger one goes to HNSW (``retrieval.vector.hnsw``), whose index is still kept
-for every dimension in use; the choice is ``retrieval.vector.policy``. Past ~300k chunks the
-scan outgrows a search's latency budget (~150 ms at 1M): a host base of ``VECTOR_IVF_MIN_ROWS``
-rows or more carries an inverted file (``retrieval.vector.ivf``), and a search without filters
-scores only the rows of the lists nearest to the query (contiguous slices of the mapped matrix,
-as many as the base's calibration found for recall@10 ``VECTOR_IVF_TARGET_RECALL``), then the
-private rows changed since, exactly. A filtered search scores its allowed rows exactly, as
-before: they are few, and recall stays 1. Measurements: docs/performance.md, "Which path serves
-which size".
+for every dimension in use; the choice is ``retrieval.vector.policy``. The scan grows with the
+rows, and past ~300k chunks it outgrows a search's latency budget: a host base of
+``VECTOR_IVF_MIN_ROWS`` rows or more carries an inverted file (``retrieval.vector.ivf``), and a
+search without filters scores only the rows of the lists nearest to the query (contiguous
+slices of the mapped matrix, as many as the base's calibration found for recall@10
+``VECTOR_IVF_TARGET_RECALL``), then the private rows changed since, exactly. A filtered search
+scores its allowed rows exactly, on any base: they are few, and recall stays 1. Measurements:
+docs/performance.md, "Which path serves which size".
 
 Contents: the chunks of ``ready`` documents under the knowledge base's embedding model and
 dimension (the rows a search may return), ids ascending, each row scaled to unit length so a dot
@@ -32,8 +31,8 @@ is not touched), then the vectors of documents new or processed again only; rows
 gone are dropped. A document's chunks are written only by its processing, which sets
 ``processed_at``, and a chunk's vector otherwise changes only when the whole knowledge base is
 re-embedded, which saves the knowledge base row; so when the row's ``updated_at``, provider,
-model or dimension differ from the matrix's, it is reloaded in full (seconds at 100k chunks,
-mostly PostgreSQL detoasting the vectors). The ready documents' ``chunk_count`` tells the size
+model or dimension differ from the matrix's, it is reloaded in full (the slow path, mostly
+PostgreSQL detoasting every vector). The ready documents' ``chunk_count`` tells the size
 before anything is fetched.
 
 In a search that runs both legs, the matrix follows the keyword leg's BM25 view (which runs
@@ -120,8 +119,8 @@ class Part:
 
     @cached_property
     def _live_rows(self) -> int:
-        # Counted once: summing a 300k-row mask took ~0.2 ms, twice a search (``live`` arrays
-        # are never changed in place; a change makes a new Part).
+        # Counted once: a sum over the whole mask, which every search would otherwise pay
+        # twice (``live`` arrays are never changed in place; a change makes a new Part).
         return len(self.ids) if self.live is None else int(self.live.sum())
 
     @property
@@ -192,8 +191,8 @@ class Part:
     ) -> tuple[np.ndarray, np.ndarray, bool]:
         """(ids, scores) of the given live rows (ascending positions), among them the ``limit``
         best, and whether they were bounded on codes first (as ``probed``; a filtered search's
-        rows: with float16 rows, scoring tens of thousands of them converts each to float32,
-        ~4x the time of a float32 product, where the codes score ~limit of them)."""
+        rows: with float16 rows, scoring tens of thousands of them converts each to float32, at
+        several times the cost of a float32 product, where the codes score ~limit of them)."""
         loops = self._loops() if len(rows) else None
         if loops is None:
             return self.ids[rows], self.vectors[rows] @ query, False
@@ -224,8 +223,9 @@ class Part:
         return self.ids[rows], self.vectors[rows] @ query
 
 
-# Rows scored exactly before the floor is set, per row wanted: at 300k chunks and 15 wanted,
-# ~27 rows were then above the floor on average (52 at most over 500 queries).
+# Rows scored exactly before the floor is set, per row wanted: enough that the floor lies near
+# the k-th best, so the rows whose bound reaches it are not many more than those wanted
+# (figures: docs/performance.md, "int8 codes and float16 rows").
 _HEAD = 4
 _ALL_LIVE = np.zeros(0, dtype=np.bool_)  # ``upper_bounds``: no live mask
 
@@ -500,8 +500,8 @@ def load(
             stamp = (updated_at, provider, model, dimensions)
             if known is not None and known.version == version:
                 # The manifest's writer read them in a snapshot of this same version: a scan
-                # of every document row the less (~6 ms of PostgreSQL at 15k documents, per
-                # process and change).
+                # of every document row the less for PostgreSQL, in every process at every
+                # change.
                 processed, chunks = known.stamps, known.chunks
             else:
                 cursor.execute(stamps.SELECT, [knowledge_base.tenant_id, knowledge_base.pk])
@@ -569,9 +569,9 @@ def rebase_in_background(folder, matrix: VectorMatrix) -> threading.Thread | Non
     lock), and this one's write is skipped.
 
     Not in the search that found the rows past ``REBASE_FRACTION``: copying the live rows,
-    writing them and, from ``VECTOR_IVF_MIN_ROWS``, building the IVF take seconds at 300k
-    chunks and a minute or more at 1M, and that search (and every request queued behind it in
-    a sync web worker) waited for all of it."""
+    writing them and, from ``VECTOR_IVF_MIN_ROWS``, building the IVF take many times a search,
+    growing with the rows, and that search (and every request queued behind it in a sync web
+    worker) would wait for all of it."""
     key = str(folder)
     with _rebasing_lock:
         if key in _rebasing:
@@ -618,8 +618,8 @@ def wait_for_rebases(timeout: float | None = None) -> bool:
 
 def _on_base(base: hostfile.Base, stamp: tuple) -> VectorMatrix:
     # Plain ndarray views of the mapped arrays (the mapping stays open through their base):
-    # slicing a np.memmap runs its Python-level __array_finalize__ per slice, ~0.1 ms of the
-    # IVF's ~37 slices a search.
+    # slicing a np.memmap runs its Python-level __array_finalize__ per slice, a Python call for
+    # each of the IVF's probed lists in every search.
     ids, vectors, documents, order = (
         None if a is None else np.asarray(a)
         for a in (base.ids, base.vectors, base.documents, base.order)
@@ -639,8 +639,8 @@ def _live(part: Part, same: np.ndarray) -> np.ndarray | None:
 def _of_documents(documents: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """Per row, whether its document is one of ``wanted``: a table over the rows' document
     ids read once per row when their span is at most a few times the rows (ids of one
-    knowledge base's documents: 0.2 ms for 300k rows), else ``np.isin`` (2-5 ms at 300k rows
-    against 15k documents, paid by every process after every change)."""
+    knowledge base's documents: O(rows)), else ``np.isin`` (a sort of the rows' ids with
+    ``wanted``); paid by every process after every change."""
     if not documents.size:
         return np.zeros(0, dtype=bool)
     low, high = int(documents.min()), int(documents.max())

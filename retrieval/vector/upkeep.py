@@ -2,8 +2,8 @@
 
 Deleting a large knowledge base or tenant leaves dead rows in ``knowledge_chunk`` and dead
 entries in pgvector's HNSW graphs (``retrieval.vector.hnsw``). Until they are vacuumed, inserts
-and index scans walk past them: a second ``bench search --chunks 100000`` on a data directory
-whose first run's rows had just been deleted spent over 7 minutes in one COPY. Autovacuum gets
+and index scans walk past them: a bulk insert after a large delete can take several times as long
+as into a clean table. Autovacuum gets
 there eventually, but the HNSW part of a VACUUM repairs the graph around every deleted entry,
 which after a large delete is slower than building the index again; pgvector's own advice is to
 reindex first, then vacuum.

@@ -8,6 +8,13 @@ import yaml
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
+from retrieval.api.dify import (
+    ConditionSerializer,
+    DifyRetrievalRequestSerializer,
+    MetadataConditionSerializer,
+    RetrievalSettingSerializer,
+)
+from retrieval.api.serializers import SearchFiltersSerializer
 from tenancy.api.fields import FieldsOnceSerializer
 
 pytestmark = pytest.mark.django_db
@@ -77,8 +84,24 @@ def test_no_request_body_is_described_by_the_base_class_that_builds_its_fields(s
     components = schema["components"]["schemas"]
     internal = inspect.cleandoc(FieldsOnceSerializer.__doc__)
     assert [name for name, c in components.items() if c.get("description") == internal] == []
-    assert "description" not in components["SearchFiltersRequest"]
     assert components["SearchOptionsRequest"]["description"].startswith("What every search")
+
+
+@pytest.mark.parametrize(
+    "component, serializer",
+    [
+        ("SearchFiltersRequest", SearchFiltersSerializer),
+        ("DifyRetrievalRequestRequest", DifyRetrievalRequestSerializer),
+        ("RetrievalSettingRequest", RetrievalSettingSerializer),
+        ("MetadataConditionRequest", MetadataConditionSerializer),
+        ("ConditionRequest", ConditionSerializer),
+    ],
+)
+def test_search_filters_and_difys_request_bodies_say_what_they_are(schema, component, serializer):
+    """An API reader filling in these objects reads what each is: its serializer's own
+    docstring is the component's description."""
+    description = schema["components"]["schemas"][component].get("description")
+    assert description == inspect.cleandoc(serializer.__doc__ or "")
 
 
 def test_the_schema_validates_without_warnings():
