@@ -197,7 +197,8 @@ def api_key_wait(key: ApiKey) -> float | None:
 ADMITTED_FOR_S = 24 * 3600
 _ADMITTED_RECHECK_S = 60.0
 _ADMITTED_MEMORY = 10_000  # (address, key) pairs a process remembers before starting afresh
-_admitted: dict[tuple[str, int], float] = {}  # (address, key id): when this process last marked it
+# (address, who: a key's id, or "user-" and a user's id): when this process last marked it
+_admitted: dict[tuple[str, str], float] = {}
 
 
 class TooManyFailedAuthentications(exceptions.Throttled):
@@ -260,12 +261,21 @@ def admit_api_key(request, key: ApiKey) -> None:
     ``TooManyFailedAuthentications`` when the address is over its failure limit and the key has
     not authenticated from it within ``ADMITTED_FOR_S`` (see the module docstring). One Redis
     round trip per address and key at most once a minute per process; none without Redis."""
+    _admit(request, str(key.pk))
+
+
+def admit_user(request, user) -> None:
+    """The same for a person who signed in with their password (the admin's sign-in)."""
+    _admit(request, f"user-{user.pk}")
+
+
+def _admit(request, who: str) -> None:
     global _redis_down
     if not settings.RAG_AUTH_FAILURE_RATE:
         return
     address = client_address(request)
     now = time.monotonic()
-    marked = _admitted.get((address, key.pk))
+    marked = _admitted.get((address, who))
     if marked is not None and now - marked < _ADMITTED_RECHECK_S:
         return
     throttle = FailedAuthenticationThrottle()
@@ -274,7 +284,7 @@ def admit_api_key(request, key: ApiKey) -> None:
         answer = _script(_ADMIT)(
             keys=[
                 KEY_PREFIX + _failures_key(address),
-                f"{KEY_PREFIX}auth-admitted:{{{address}}}:{key.pk}",
+                f"{KEY_PREFIX}auth-admitted:{{{address}}}:{who}",
             ],
             args=[f"{wall - throttle.duration:.6f}", throttle.num_requests, ADMITTED_FOR_S],
         )
@@ -286,7 +296,7 @@ def admit_api_key(request, key: ApiKey) -> None:
     if answer[0] == 1:
         if len(_admitted) >= _ADMITTED_MEMORY:
             _admitted.clear()
-        _admitted[(address, key.pk)] = now
+        _admitted[(address, who)] = now
         return
     leaves = float(answer[1]) + throttle.duration if answer[1] else wall
     raise TooManyFailedAuthentications(max(leaves - wall, 0.001))
