@@ -7,7 +7,7 @@ sum. Top k keeps the best ``len(heap_scores)`` documents by (score descending, d
 ascending) in a binary heap whose root is the worst kept; the order is total (ids are unique),
 so ties break exactly as a full sort would.
 
-A term's postings come as pieces (``SegmentedIndex._Piece``): global document positions
+A term's postings come as pieces (``retrieval.bm25.layouts.Piece``): global document positions
 (ascending) and per posting a code; the piece's holders (segments) are the runs
 ``bounds[h]:bounds[h + 1]``, and a posting's contribution is ``table[offsets[h] + code] * idf``
 (the view's pair table, one product rounded to float64, then added: what the numpy path

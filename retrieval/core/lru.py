@@ -2,7 +2,7 @@
 
 It holds a knowledge base's composed BM25 view (the BM25 store's L1) and its vector matrix (the
 matrix cache), one per knowledge base, and inside a BM25 view its terms' layouts and
-contributions (``retrieval.bm25.segmented``).
+contributions (``retrieval.bm25.layouts``).
 """
 
 from __future__ import annotations

@@ -20,8 +20,17 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from bench.synthetic import sample_queries, zipf_corpus
-from retrieval.bm25 import BM25Index, Segment, SegmentedIndex, _compiled, kernels, plan_segments
-from retrieval.bm25 import segmented as segmented_module
+from retrieval.bm25 import (
+    BM25Index,
+    Segment,
+    SegmentedIndex,
+    _compiled,
+    kernels,
+    layouts,
+    plan_segments,
+    vocabulary,
+)
+from retrieval.bm25 import query as bm25_query
 from retrieval.bm25store.manifest import Manifest
 
 
@@ -209,7 +218,9 @@ def test_the_writer_counts_a_few_new_deletions_from_the_view_before_without_a_pa
         assert passes == expected_passes
         passes.clear()
         fresh = SegmentedIndex(segments, deleted=deleted)
-        for ours, theirs in zip(followed._df_parts, fresh._df_parts, strict=True):
+        for ours, theirs in zip(
+            followed._composition.df_parts, fresh._composition.df_parts, strict=True
+        ):
             np.testing.assert_array_equal(ours, theirs)
         for query in queries:
             np.testing.assert_array_equal(followed.get_scores(query), fresh.get_scores(query))
@@ -261,18 +272,18 @@ def test_a_view_composed_on_the_one_before_a_merge_scores_like_a_fresh_one_to_th
     segments[0:2] = [Segment.merge(segments[0:2], np.array([2]))]
     followed = SegmentedIndex(segments, deleted=[2], previous=before)
     fresh = SegmentedIndex(segments, deleted=[2])
-    assert list(followed._vocab) != list(fresh._vocab)  # the two orders
+    assert list(followed._composition.vocab) != list(fresh._composition.vocab)  # the two orders
     for query in (["the"], ["sensor"], ["pump", "the"]):
         np.testing.assert_array_equal(followed.get_scores(query), fresh.get_scores(query))
 
 
 def test_a_vocabulary_keeps_its_ids_along_successors_and_folds_what_they_added():
-    first = segmented_module._Vocabulary()
+    first = vocabulary.Vocabulary()
     assert first.ids_of(["pump", "seal", "pump"]).tolist() == [0, 1, 0]
     second = first.successor()  # the first's terms become the base, shared
     assert second._base is first._added and not second._added
     base = {f"t{i}": i for i in range(16)}
-    grown = segmented_module._Vocabulary(base)
+    grown = vocabulary.Vocabulary(base)
     for step in range(3):  # up to an eighth of the base added (2 of 16): the base is shared
         grown = grown.successor()
         assert grown._base is base and len(grown._added) == step
@@ -465,7 +476,7 @@ def test_cached_term_weights_give_the_same_answers_and_stay_within_their_budget(
     first = [view.search(q, 20) for q in queries]
     assert [view.search(q, 20) for q in queries] == first  # now partly from the cache
     # The numpy path keeps weights, the compiled loops terms (pieces to weigh as they read).
-    cache = view._weights if kernels.get() is None else view._terms
+    cache = view._postings._weights if kernels.get() is None else view._postings._terms
     assert 0 < cache.nbytes <= budget
     reference = rank_bm25.BM25Okapi(corpus)
     for query, hits in zip(queries, first, strict=True):
@@ -492,7 +503,7 @@ def test_contributions_from_pair_codes_are_the_per_posting_ones_to_the_bit(monke
         np.testing.assert_array_equal(coded.get_scores(query), per_posting.get_scores(query))
         assert coded.search(query, 10) == per_posting.search(query, 10)
     assert all(s.pair_grid is not None for s in segments)
-    assert coded._layouts.nbytes > 0 and len(coded._weights._entries) > 0
+    assert coded._postings.layouts.nbytes > 0 and len(coded._postings._weights._entries) > 0
     # A segment whose grid would be too large is computed per posting, beside coded ones.
     monkeypatch.setattr("retrieval.bm25.segment.MAX_PAIR_CELLS", 40 * 30)
     rebuilt = [Segment.build(s.doc_ids, _documents_of(s)) for s in segments]
@@ -547,13 +558,18 @@ def _documents_of(segment: Segment) -> list[list[str]]:
     return documents
 
 
+def _layout(view: SegmentedIndex, term: str):
+    """The layout of `term` in the cache `view` shares with the views that follow it."""
+    return view._postings.layouts.get(view._composition.vocab[term])
+
+
 def test_views_after_a_change_reuse_the_layouts_of_the_segments_they_share():
     corpus = zipf_corpus(2_000, vocab=200, mean_len=20, seed=9)
     segments = [Segment.build(range(1_000), corpus[:1_000])]
     segments.append(Segment.build(range(1_000, 2_000), corpus[1_000:]))
     first = _common_terms_view(segments)
     first.get_scores(["t0", "t1"])
-    t0, t1 = first._layouts.get(first._vocab["t0"]), first._layouts.get(first._vocab["t1"])
+    t0, t1 = _layout(first, "t0"), _layout(first, "t1")
     assert len(t0.pieces) == 1 and t0.pieces[0].holders == 2
     # A new segment holding t0 only, and a deletion: a new average length and new idfs.
     segments.append(Segment.build([5_000], [["t0", "zz"]]))
@@ -562,15 +578,15 @@ def test_views_after_a_change_reuse_the_layouts_of_the_segments_they_share():
     for query in (["t0"], ["t1"], ["t0", "t1", "zz"]):
         np.testing.assert_array_equal(second.get_scores(query), fresh.get_scores(query))
         assert second.search(query, 10) == fresh.search(query, 10)
-    assert second._layouts.get(second._vocab["t1"]) is t1  # no segment of t1 changed
-    grown = second._layouts.get(second._vocab["t0"])
+    assert _layout(second, "t1") is t1  # no segment of t1 changed
+    grown = _layout(second, "t0")
     # The piece of the segments both views hold is the same object; the new segment's
     # posting is a piece of its own, after it.
     assert len(grown.pieces) == 2 and grown.pieces[0] is t0.pieces[0]
     assert grown.pieces[1].positions.tolist() == [2_000]
     # An older view still serving searches leaves the newer layout in place.
-    first._term_contributions("t0")
-    assert second._layouts.get(second._vocab["t0"]) is grown
+    first._postings.contributions("t0")
+    assert _layout(second, "t0") is grown
 
 
 def test_a_term_keeps_few_pieces_as_segments_arrive_one_by_one():
@@ -588,11 +604,11 @@ def test_a_term_keeps_few_pieces_as_segments_arrive_one_by_one():
         fresh = SegmentedIndex(segments, deleted=deleted)
         for query in queries:
             assert view.search(query, 10) == fresh.search(query, 10)
-    layout = view._layouts.get(view._vocab["t0"])
+    layout = _layout(view, "t0")
     assert len(layout.holders) == 51
-    assert 2 <= len(layout.pieces) <= segmented_module._MAX_PIECES
+    assert 2 <= len(layout.pieces) <= layouts.MAX_PIECES
     sizes = [piece.size for piece in layout.pieces]
-    assert all(a > segmented_module._PIECE_RATIO * b for a, b in itertools.pairwise(sizes))
+    assert all(a > layouts.PIECE_RATIO * b for a, b in itertools.pairwise(sizes))
 
 
 def test_the_layout_cache_stays_within_its_budget():
@@ -603,7 +619,7 @@ def test_the_layout_cache_stays_within_its_budget():
     view = _common_terms_view(segments, layout_cache_bytes=budget)
     for query in sample_queries(corpus, 40, seed=4):
         view.search(query, 10)
-    assert 0 < view._layouts.nbytes <= budget
+    assert 0 < view._postings.layouts.nbytes <= budget
 
 
 def test_segment_payload_refuses_other_formats():
@@ -664,7 +680,7 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
         # it answers changes (its vocabulary's ids, its terms, its scores).
         serving = self.view
         if serving is not None:
-            said = (len(serving._vocab), set(serving.terms()), serving.doc_ids.tolist())
+            said = (len(serving._composition.vocab), set(serving.terms()), serving.doc_ids.tolist())
             scored = [serving.get_scores(query) for query in QUERIES]
         # A view composed on the one before (as each process does after a change) scores the
         # same, whether it could reuse that one's vocabulary (segments only added) or not.
@@ -683,10 +699,13 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
         if self.view is not None:
             segments, dead = self.view.segments, self.view.dead_frequencies()
             known = {id(s): d for s, d in zip(segments, dead, strict=True)}
-            before = dict(zip(map(id, segments), self.view._segment_deleted, strict=True))
+            before = dict(
+                zip(map(id, segments), self.view._composition.segment_deleted, strict=True)
+            )
             recorded = [
                 known[id(s)]
-                if id(s) in known and np.array_equal(before[id(s)], followed._segment_deleted[i])
+                if id(s) in known
+                and np.array_equal(before[id(s)], followed._composition.segment_deleted[i])
                 else None
                 for i, s in enumerate(self.segments)
             ]
@@ -698,7 +717,11 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
         )
         self.view = followed
         if serving is not None:
-            assert (len(serving._vocab), set(serving.terms()), serving.doc_ids.tolist()) == said
+            assert (
+                len(serving._composition.vocab),
+                set(serving.terms()),
+                serving.doc_ids.tolist(),
+            ) == said
             for query, scores in zip(QUERIES, scored, strict=True):
                 np.testing.assert_array_equal(serving.get_scores(query), scores)
         assert kernels.get() is not None  # (the fixture does not parametrize this class)
@@ -767,7 +790,7 @@ def test_maxscore_over_several_common_terms_finds_the_exact_top_k(monkeypatch):
     dense lookups, or summed on from the partial scores); each way is taken at least once."""
     view, single, live, queries = _several_common_terms()
     seen: dict[str, int] = {"pruned": 0, "summed on": 0, "searched": 0, "dense": 0}
-    pruned, searched = SegmentedIndex._pruned, segmented_module._searched
+    pruned, searched = bm25_query.Scorer._pruned, bm25_query._searched
 
     def spy_pruned(self, *args):
         found = pruned(self, *args)
@@ -779,8 +802,8 @@ def test_maxscore_over_several_common_terms_finds_the_exact_top_k(monkeypatch):
         seen["searched" if found else "dense"] += 1
         return found
 
-    monkeypatch.setattr(SegmentedIndex, "_pruned", spy_pruned)
-    monkeypatch.setattr(segmented_module, "_searched", spy_searched)
+    monkeypatch.setattr(bm25_query.Scorer, "_pruned", spy_pruned)
+    monkeypatch.setattr(bm25_query, "_searched", spy_searched)
     allowed = np.array(live[::3])
     for query in queries:
         for k in (1, 10, 30):

@@ -1,0 +1,474 @@
+"""A segmented BM25 view's terms as its query reads them: their postings' layouts, shared by the
+views that follow one another, and the per-view caches of what a query weighs.
+
+Per query term occurrence, each segment's postings give global document positions (segment base
++ local position, int32) and float64 contributions ``idf * tf * (k1 + 1) / (tf + norm)``. A
+term's postings are kept as its layout (``Layout``): a few pieces (``Piece``), each the positions
+of a run of the segments holding it and, per posting, its code in its segment's grid of (term
+frequency, document length) pairs (``Segment.pair_grid``). Those depend on the segments only, so
+the views that follow one another after changes share them in an LRU; after a change only the
+new segments' postings make a new piece. A view computes ``tf * (k1 + 1) / (tf + norm(dl))``
+once per grid cell of every segment (``Postings.view_table``), and the compiled loops compute a
+posting's contribution where they read it, ``table[offset + code] * idf``: the same operations
+on the same values as per posting, so the same bits, and a new view (a new average length and
+new idfs) weighs nothing again. (Weighing a query's terms again would be a pass over their
+postings in every process after every change.) The numpy path gathers the same table by code
+into weights, kept per view in an LRU for common terms (``cache_min_postings``), and computes
+rarer terms' per posting, kept in a smaller LRU.
+
+A document's length norm ``k1 * (1 - b + b * dl / avgdl)`` is computed where a posting needs
+it (``_per_posting``, ``view_table``), from the stored lengths and the live average length, by
+the same expression everywhere (``_length_norm``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import NamedTuple, TypeVar, cast
+
+import numpy as np
+
+from retrieval.bm25.index import BM25Params
+from retrieval.bm25.segment import PairGrid, Segment
+from retrieval.bm25.vocabulary import Composition
+from retrieval.core.lru import ByteLRU
+
+# The numpy path's term contributions kept per view (bytes), and the shortest postings worth
+# keeping: a query of common terms then reads its float64 weights instead of recomputing them.
+# (The compiled loops weigh each posting where they read it: see ``Term``.)
+WEIGHT_CACHE_BYTES = 64 * 1024 * 1024
+CACHE_MIN_POSTINGS = 2048
+# Terms' pieces (global positions and pair codes), shared by the views of one knowledge base
+# that follow one another (bytes): a new view reads them with its own pair table and idfs,
+# nothing recomputed per posting; the compiled path's terms of a view hold them too. At 6 bytes
+# a posting, the common terms of a 300k-chunk knowledge base's queries fit (~10M postings).
+LAYOUT_CACHE_BYTES = 128 * 1024 * 1024
+RARE_CACHE_BYTES = 8 * 1024 * 1024
+_ENTRY_OVERHEAD = 256  # two array headers and the LRU's slot, roughly
+# A term's postings are kept in pieces (``Layout``): a new last piece at least this fraction
+# of the one before is joined to it, and a term has at most this many.
+PIECE_RATIO = 4
+MAX_PIECES = 6
+Part = tuple[np.ndarray, np.ndarray]  # a term's global positions (ascending), contributions
+
+
+class Holder(NamedTuple):
+    """A segment holding a term: where it sits in the view and the term's id in it."""
+
+    segment: Segment
+    base: int
+    local: int
+    postings: int
+    index: int  # the segment's position in the view
+
+
+class Piece(NamedTuple):
+    """Postings of a run of a term's holders, as the compiled loops read them: a posting's
+    contribution is ``table[offsets[h] + codes[i]] * idf`` for the holder h whose run
+    ``bounds[h]:bounds[h + 1]`` holds it. Immutable, shared by the views that hold its
+    segments at the same bases and table offsets."""
+
+    positions: np.ndarray  # global document positions, ascending
+    codes: np.ndarray  # per posting, its cell in its segment's pair grid (uint16 or int32)
+    bounds: np.ndarray  # int64, holders + 1: each holder's run of postings
+    offsets: np.ndarray  # int64, per holder, its segment's offset in the view's table
+    # int64, view-table cells holding the largest value the postings read (``_largest_cells``;
+    # None: the whole table)
+    cells: np.ndarray | None
+    cell_bounds: np.ndarray | None  # int64, holders + 1: each holder's run of ``cells``
+
+    @classmethod
+    def of_weights(cls, positions: np.ndarray) -> Piece:
+        """The piece of a term read from its own weights (the table): identity codes."""
+        bounds = np.array([0, positions.size], dtype=np.int64)
+        return cls(positions, _identity(positions.size), bounds, np.zeros(1, np.int64), None, None)
+
+    @property
+    def size(self) -> int:
+        return self.positions.size
+
+    @property
+    def holders(self) -> int:
+        return self.offsets.size
+
+    def holder_codes(self, h: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+        """Holder h's codes and its ``_largest_cells`` in its own grid (its table `offset`
+        taken off), to make another piece of."""
+        used, bounds = cast(np.ndarray, self.cells), cast(np.ndarray, self.cell_bounds)
+        cells = used[bounds[h] : bounds[h + 1]] - offset
+        return self.codes[self.bounds[h] : self.bounds[h + 1]], cells
+
+
+class Layout(NamedTuple):
+    """A term's postings over a view's segments, the part of its contributions that stays the
+    same from one view to the next: immutable, shared by the views that hold its segments."""
+
+    holders: tuple[tuple[Segment, int, int], ...]  # (segment, base, table offset), view order
+    pieces: tuple[Piece, ...]
+    generation: int  # of the view that made it
+
+
+class Term(NamedTuple):
+    """A query term as the compiled loops read it in one view: its pieces, the table their
+    codes index and its idf (a term computed per posting: its weights, identity codes, 1.0)."""
+
+    pieces: tuple[Piece, ...]
+    table: np.ndarray
+    idf: float
+
+    def postings(self) -> int:
+        return sum(piece.size for piece in self.pieces)
+
+    def most_cell(self, piece: Piece) -> float:
+        """The largest table value the piece's postings read (of the cells that can hold it)."""
+        return self.table.max() if piece.cells is None else self.table.take(piece.cells).max()
+
+    def add_to(self, compiled: ModuleType, buffer: np.ndarray) -> None:
+        """Add every contribution into `buffer` at its position."""
+        for piece in self.pieces:
+            compiled.scatter_add(buffer, *piece[:4], self.table, self.idf)
+
+
+AnyPart = TypeVar("AnyPart", tuple[np.ndarray, np.ndarray], Term)
+
+
+class Postings:
+    """A view's terms as its query reads them: the compiled loops' ``Term``s (kept in an LRU of
+    ``layout_cache_bytes``), the numpy path's (positions, contributions) (common terms' in an
+    LRU of ``weight_cache_bytes``, rarer ones' in one of ``RARE_CACHE_BYTES``), and the layouts
+    they are made of, in an LRU of ``layout_cache_bytes`` shared with the view before when it
+    keeps that one's vocabulary (layouts are keyed by global term id; versioned by the
+    generation of the view that made them)."""
+
+    def __init__(
+        self,
+        composition: Composition,
+        params: BM25Params,
+        before: Postings | None,
+        layout_cache_bytes: int,
+        weight_cache_bytes: int,
+        cache_min_postings: int,
+    ) -> None:
+        self._composition = composition
+        self._params = params
+        self._weights: ByteLRU[int, Part] = ByteLRU(weight_cache_bytes, _part_bytes)
+        self._terms: ByteLRU[int, Term] = ByteLRU(layout_cache_bytes, _term_bytes)
+        # Rarer terms' positions and contributions, in their own LRU so that they never push
+        # a common term out: computing one costs several numpy calls, reading it one lookup.
+        self._rare: ByteLRU[int, Part] = ByteLRU(RARE_CACHE_BYTES, _part_bytes)
+        self._cache_min_postings = cache_min_postings
+        self.layouts: ByteLRU[int, Layout] = (
+            before.layouts if before is not None else ByteLRU(layout_cache_bytes, _layout_bytes)
+        )
+        self.generation = before.generation + 1 if before is not None else 0
+        # Every segment's pair table under this view's average length, concatenated in view
+        # order, and each segment's offset in it (``view_table``; made on first use).
+        self._table: tuple[np.ndarray, list[int]] | None = None
+
+    def occurrences(self, query: Sequence[str], term_ids: list[int] | None = None) -> list[Part]:
+        """(global document positions, float64 contributions) of every known query token
+        occurrence, in query order (a repeated token's parts are the same object); their term
+        ids appended to `term_ids` when given. The numpy path's (see ``compiled_terms``)."""
+        return self._each_known(query, self.contributions, term_ids)
+
+    def compiled_terms(self, query: Sequence[str], term_ids: list[int]) -> list[Term]:
+        """``occurrences`` for the compiled loops: each known occurrence's ``Term``."""
+        return self._each_known(query, self.term, term_ids)
+
+    def _each_known(
+        self,
+        query: Sequence[str],
+        lookup: Callable[[str], AnyPart | None],
+        term_ids: list[int] | None,
+    ) -> list[AnyPart]:
+        """`lookup` of every known query token occurrence, in query order (a repeated token's
+        the same object), their term ids appended to `term_ids` when given."""
+        if isinstance(query, str):
+            raise TypeError("query must be a sequence of tokens, not a string")
+        cache: dict[str, AnyPart | None] = {}
+        parts = []
+        for token in query:
+            if token not in cache:
+                cache[token] = lookup(token)
+            found = cache[token]
+            if found is not None:
+                parts.append(found)
+                if term_ids is not None:
+                    term_ids.append(self._composition.vocab[token])
+        return parts
+
+    def term(self, token: str) -> Term | None:
+        """The token's postings as the compiled loops read them: its layout's pieces with the
+        view's pair table and its idf, so that a new view (a new average length, new idfs)
+        weighs nothing again; or, when a segment holding it has no pair grid, its weights
+        computed per posting (``_computed``) as a table of their own."""
+        composition = self._composition
+        term_id = composition.vocab.get(token)
+        if term_id is None or not composition.df[term_id]:
+            return None
+        found = self._terms.get(term_id)
+        if found is not None:
+            return found
+        holders = self._holders(token)
+        if all(h.segment.pair_grid is not None for h in holders):
+            layout = self._layout(term_id, holders)
+            table = self.view_table()[0]
+            term = Term(layout.pieces, table, float(composition.idf_of(term_id)))
+        else:
+            positions, weights = self._computed(holders, composition.idf_of(term_id))
+            term = Term((Piece.of_weights(positions),), weights, 1.0)
+        self._terms.put(term_id, term)
+        return term
+
+    def contributions(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The numpy path's (positions, contributions) of a term: from its layout for a term
+        of at least ``cache_min_postings`` postings whose segments all have pair grids (kept
+        per view), else per posting (kept in a smaller LRU)."""
+        composition = self._composition
+        term_id = composition.vocab.get(term)
+        if term_id is None or not composition.df[term_id]:
+            return None
+        cached = self._weights.get(term_id) or self._rare.get(term_id)
+        if cached is not None:
+            return cached
+        holders = self._holders(term)
+        small = sum(h.postings for h in holders) < self._cache_min_postings
+        if small or not all(h.segment.pair_grid is not None for h in holders):
+            computed = self._computed(holders, composition.idf_of(term_id))
+        else:
+            layout = self._layout(term_id, holders)
+            pieces = layout.pieces
+            positions = (
+                pieces[0].positions
+                if len(pieces) == 1
+                else np.concatenate([p.positions for p in pieces], dtype=composition.position_type)
+            )
+            computed = positions, self._weighed(layout, composition.idf_of(term_id))
+        (self._rare if small else self._weights).put(term_id, computed)
+        return computed
+
+    def _holders(self, term: str) -> list[Holder]:
+        """Each segment holding the term, in view order."""
+        found = []
+        composition = self._composition
+        for index, (base, segment) in enumerate(
+            zip(composition.bases, composition.segments, strict=False)
+        ):
+            local = segment.vocab.get(term)
+            if local is not None:
+                postings = int(segment.offsets[local + 1] - segment.offsets[local])
+                found.append(Holder(segment, base, local, postings, index))
+        return found
+
+    def _positions(self, holders: Sequence[Holder]) -> np.ndarray:
+        """The global document positions of the holders' postings, ascending: a segment's own
+        array (no copy) when it is the only holder and starts the view."""
+        position_type = self._composition.position_type
+        parts = []
+        for segment, base, local, _, _ in holders:
+            start, end = segment.offsets[local], segment.offsets[local + 1]
+            docs = segment.post_docs[start:end]
+            parts.append(docs if base == 0 else docs + position_type(base))
+        if len(parts) == 1:
+            return parts[0].astype(position_type, copy=False)
+        return np.concatenate(parts, dtype=position_type)
+
+    def _computed(self, holders: list[Holder], idf: float) -> tuple[np.ndarray, np.ndarray]:
+        """Positions and contributions straight from the postings (a term of few postings)."""
+        docs = self._positions(holders)
+        tf_parts = [s.post_tf[s.offsets[t] : s.offsets[t + 1]] for s, _, t, _, _ in holders]
+        weights = self._per_posting(np.concatenate(tf_parts, dtype=np.float64), docs)
+        weights *= idf
+        return docs, weights
+
+    def _per_posting(self, tf: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """``tf * (k1 + 1) / (tf + norm)`` per posting as rank_bm25 evaluates it, in place in
+        ``tf`` (float64), the norms those of the documents at ``positions``."""
+        composition = self._composition
+        denominator = _length_norm(
+            composition.lengths.take(positions), composition.avgdl, self._params
+        )
+        denominator += tf
+        tf *= self._params.k1 + 1
+        tf /= denominator
+        return tf
+
+    def _layout(self, term_id: int, holders: list[Holder]) -> Layout:
+        """The term's pieces (global positions and pair codes, ``Piece``), from the views'
+        shared cache when its holders are the same segments at the same bases and table
+        offsets; else made again from the pieces whose holders it still has in front (after
+        a change, only the new segments' postings make a new piece) and the codes of the
+        segments it still shares. A new last piece at least a ``PIECE_RATIO``-th of the one
+        before is joined to it, so a term keeps O(log n) pieces, each posting copied O(log n)
+        times as segments arrive."""
+        offsets = self.view_table()[1]
+        key = tuple((h.segment, h.base, offsets[h.index]) for h in holders)
+        found = self.layouts.get(term_id)
+        if found is not None and found.holders == key:
+            return found
+        pieces: list[Piece] = []
+        used = 0  # holders of `key` covered by the pieces kept
+        known: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(segment) -> codes, cells
+        if found is not None:
+            at = 0
+            for piece in found.pieces:
+                span = found.holders[at : at + piece.holders]
+                if used == at and span == key[at : at + piece.holders]:
+                    pieces.append(piece)
+                    used += piece.holders
+                else:
+                    for j, (segment, _, offset) in enumerate(span):
+                        known[id(segment)] = piece.holder_codes(j, offset)
+                at += piece.holders
+        if used < len(holders):
+            rest = holders[used:]
+            pieces.append(self._piece(rest, [offsets[h.index] for h in rest], known))
+        while len(pieces) > 1 and (
+            pieces[-1].size * PIECE_RATIO >= pieces[-2].size or len(pieces) > MAX_PIECES
+        ):
+            pieces[-2:] = [_joined(pieces[-2], pieces[-1], self._composition.position_type)]
+        layout = Layout(key, tuple(pieces), self.generation)
+        # An older view still serving a search does not take the entry back from a newer one.
+        self.layouts.put(term_id, layout, layout.generation)
+        return layout
+
+    def _piece(
+        self,
+        holders: list[Holder],
+        offsets: list[int],
+        known: dict[int, tuple[np.ndarray, np.ndarray]],
+    ) -> Piece:
+        """One piece of the holders' postings: codes and cells used from `known` (by segment)
+        or computed."""
+        codes, cells = [], []
+        for holder, offset in zip(holders, offsets, strict=True):
+            got = known.get(id(holder.segment))
+            if got is None:
+                local = holder.segment.pair_codes(holder.local)
+                got = local, _largest_cells(local, cast(PairGrid, holder.segment.pair_grid))
+            codes.append(got[0])
+            cells.append(got[1] + offset)
+        bounds = np.zeros(len(holders) + 1, dtype=np.int64)
+        np.cumsum([c.size for c in codes], out=bounds[1:])
+        used = np.zeros(len(holders) + 1, dtype=np.int64)
+        np.cumsum([c.size for c in cells], out=used[1:])
+        return Piece(
+            self._positions(holders),
+            codes[0] if len(codes) == 1 else np.concatenate(codes, dtype=np.result_type(*codes)),
+            bounds,
+            np.array(offsets, dtype=np.int64),
+            np.concatenate(cells).astype(np.int64, copy=False),
+            used,
+        )
+
+    def _weighed(self, layout: Layout, idf: float) -> np.ndarray:
+        """The numpy path's contributions of a layout's postings: rank_bm25's
+        ``tf * (k1 + 1) / (tf + norm(dl))`` gathered from the view's pair table by code, then
+        times idf; bit for bit what ``_computed`` gives, and what the compiled loops compute
+        where they read a posting (``Term``)."""
+        table = self.view_table()[0]
+        weights = np.empty(sum(piece.size for piece in layout.pieces))
+        at = 0
+        for piece in layout.pieces:
+            for h in range(piece.holders):
+                start, end = piece.bounds[h], piece.bounds[h + 1]
+                cells = piece.codes[start:end].astype(np.int64)
+                cells += piece.offsets[h]
+                table.take(cells, out=weights[at + start : at + end])
+            at += piece.size
+        weights *= idf
+        return weights
+
+    def view_table(self) -> tuple[np.ndarray, list[int]]:
+        """``tf * (k1 + 1) / (tf + norm(dl))`` over every segment's pair grid (row-major),
+        under this view's average length, concatenated in view order, and each segment's
+        offset in it (a segment without a grid has no cells). Made once per view, on first
+        use (two threads may both make it: the same values): a few hundred thousand cells at
+        most per full-size segment."""
+        found = self._table
+        if found is None:
+            params, avgdl = self._params, self._composition.avgdl
+            tables, offsets, at = [], [], 0
+            for segment in self._composition.segments:
+                offsets.append(at)
+                grid = segment.pair_grid
+                if grid is not None:
+                    tf = grid.tf[:, np.newaxis]
+                    table = tf * (params.k1 + 1)
+                    table = table / (_length_norm(grid.lengths, avgdl, params) + tf)
+                    tables.append(table.reshape(-1))
+                    at += tables[-1].size
+            table = np.concatenate(tables) if tables else np.zeros(0)
+            found = self._table = (table, offsets)
+        return found
+
+
+def _largest_cells(codes: np.ndarray, grid: PairGrid) -> np.ndarray:
+    """Of the grid cells `codes` use, those that can hold their largest value in any view: per
+    term frequency used, the cell of the shortest document among its postings. A cell's value
+    ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` never grows with dl (each float
+    operation is monotonic in its operands), so each row's largest used value is there; a
+    handful of cells per term instead of every cell used."""
+    columns = grid.lengths.size
+    used = np.bincount(codes, minlength=grid.tf.size * columns).reshape(-1, columns) > 0
+    rows = np.flatnonzero(used.any(axis=1))
+    return rows * columns + used[rows].argmax(axis=1)
+
+
+def _joined(first: Piece, second: Piece, position_type: type) -> Piece:
+    """One piece of two consecutive ones (of layouts: with their cells)."""
+    cells = cast(np.ndarray, first.cells), cast(np.ndarray, second.cells)
+    cell_bounds = cast(np.ndarray, first.cell_bounds), cast(np.ndarray, second.cell_bounds)
+    return Piece(
+        np.concatenate([first.positions, second.positions], dtype=position_type),
+        np.concatenate(
+            [first.codes, second.codes], dtype=np.result_type(first.codes, second.codes)
+        ),
+        np.concatenate([first.bounds, second.bounds[1:] + first.size]),
+        np.concatenate([first.offsets, second.offsets]),
+        np.concatenate(cells),
+        np.concatenate([cell_bounds[0], cell_bounds[1][1:] + cells[0].size]),
+    )
+
+
+_IDENTITY = np.arange(1 << 16, dtype=np.int32)
+
+
+def _identity(n: int) -> np.ndarray:
+    """``arange(n)`` as int32 codes (a view of a shared array, grown when too short)."""
+    global _IDENTITY
+    identity = _IDENTITY
+    if identity.size < n:
+        identity = _IDENTITY = np.arange(max(n, 2 * identity.size), dtype=np.int32)
+    return identity[:n]
+
+
+def _part_bytes(part: Part) -> int:
+    return part[0].nbytes + part[1].nbytes + _ENTRY_OVERHEAD
+
+
+def _piece_bytes(piece: Piece) -> int:
+    # Positions that are a view of a segment's postings (one holder starting the view) are
+    # the segment's.
+    arrays = [piece.codes, piece.bounds, piece.offsets, piece.cells, piece.cell_bounds]
+    if piece.positions.base is None:
+        arrays.append(piece.positions)
+    return sum(a.nbytes for a in arrays if a is not None) + _ENTRY_OVERHEAD
+
+
+def _layout_bytes(layout: Layout) -> int:
+    return sum(_piece_bytes(piece) for piece in layout.pieces) + _ENTRY_OVERHEAD
+
+
+def _term_bytes(term: Term) -> int:
+    """A term's pieces (its layout's: counted again, since the term keeps them alive after
+    the layout cache lets them go) and a per-posting term's weights."""
+    own = term.table.nbytes if term.pieces[0].cells is None else 0
+    return sum(_piece_bytes(piece) for piece in term.pieces) + own + _ENTRY_OVERHEAD
+
+
+def _length_norm(lengths: np.ndarray, avgdl: float, params: BM25Params) -> np.ndarray:
+    """``k1 * (1 - b + b * dl / avgdl)`` per length, as rank_bm25 evaluates it: the same
+    expression wherever a view needs it, so every path gives the same bits."""
+    return params.k1 * (1 - params.b + params.b * lengths / avgdl)
