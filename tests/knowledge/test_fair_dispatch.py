@@ -1,6 +1,6 @@
 """Fair dispatch between tenants: documents wait in the database and the dispatcher sends them
-round-robin, so one tenant's single document is processed before most of another tenant's
-backlog (real Celery workers, judged by the order of processing, never by timing); the queue
+round-robin, so one tenant's single document is sent to a worker before most of another
+tenant's backlog (real Celery workers, judged by the order of dispatch, never by timing); the queue
 position shown by the API; nothing lost when a dispatched task is."""
 
 from __future__ import annotations
@@ -58,13 +58,18 @@ def test_one_document_of_b_is_processed_before_most_of_as_backlog(worker_factory
     )
     lone.refresh_from_db()
     assert lone.status == Document.Status.READY
+    # Judged by when each document was sent to a worker, which the dispatcher decides: when
+    # each finishes also depends on how long it takes on a busy machine. At most the two
+    # already with the workers, and one a dispatcher may have sent as B's upload committed;
+    # every other of A's remaining documents was sent after B's.
     before_b = Document.objects.filter(
-        pk__in=waiting_then, processed_at__lt=lone.processed_at
+        pk__in=waiting_then, dispatched_at__lt=lone.dispatched_at
     ).count()
-    # At most the two already with the workers, and one a dispatcher may have sent as B's
-    # upload committed; every other of A's remaining documents waits behind B's.
     assert len(waiting_then) >= 20, "the workers finished A's backlog before B arrived"
     assert before_b <= 3, (before_b, len(waiting_then))
+    # and B's document was ready while most of A's backlog still waited
+    done_first = Document.objects.filter(pk__in=waiting_then, processed_at__lt=lone.processed_at)
+    assert done_first.count() <= len(waiting_then) // 2, (done_first.count(), len(waiting_then))
     assert len(backlog) == 60 and all(w.proc.poll() is None for w in workers)
 
 
