@@ -17,6 +17,7 @@ row by row. Host files keep them in their JSON header (``{"id": "micros"}``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cached_property
 
 import numpy as np
@@ -25,8 +26,9 @@ from knowledge.selectors import searchable_document_sql
 
 NOT_PROCESSED = np.iinfo(np.int64).min
 _STAMP_ANALYZER_BITS = 8
-# PostgreSQL's binary timestamptz counts microseconds from 2000-01-01 UTC.
-_POSTGRES_EPOCH_US = 946_684_800_000_000
+# PostgreSQL's binary timestamptz counts microseconds from PostgreSQL's own epoch, the start of
+# the year 2000 in UTC; this is that epoch's distance from Unix's.
+_POSTGRES_EPOCH_US = int(datetime(2000, 1, 1, tzinfo=UTC).timestamp()) * 1_000_000
 _NULL_BYTES = "'\\x8000000000000000'::bytea"  # NOT_PROCESSED, big-endian
 # A document's processed_at as 8 bytes (big-endian int64; ``micros_since_1970`` reads them).
 PROCESSED_AT_BYTES = f"coalesce(timestamptz_send(processed_at), {_NULL_BYTES})"
