@@ -8,7 +8,6 @@ from django.db.models import Q, QuerySet
 from knowledge.models import Chunk, Document, KnowledgeBase
 from rag_project.rawsql import Columns
 from tenancy.models import Tenant
-from tenancy.selectors import Joined
 
 # What search may return, defined once: a chunk that is enabled, of a document that is ready
 # and enabled. Every reader of searchable chunks (the BM25 build, the vector matrix, HNSW
@@ -68,16 +67,6 @@ def knowledge_bases_by_id(tenant: Tenant, ids: list[int]) -> dict[int, Knowledge
         rows = cursor.fetchall()
     found = (_KNOWLEDGE_BASE.load(row, connection) for row in rows)
     return {kb.pk: kb for kb in found}
-
-
-_JOINED_KNOWLEDGE_BASE = Columns(KnowledgeBase, "j")
-
-
-def knowledge_base_with_key(knowledge_base_id: int) -> Joined:
-    """The knowledge base ``knowledge_base_id`` as a request authenticated by an API key reads
-    it in the key's own query (``tenancy.selectors.find_api_key``): the row
-    ``knowledge_bases_by_id`` would return, from one round trip fewer."""
-    return Joined(_JOINED_KNOWLEDGE_BASE, knowledge_base_id)
 
 
 def get_knowledge_base(tenant: Tenant, knowledge_base_id: int) -> KnowledgeBase:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import hmac
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
 from django.db import connection
 from django.db.models import QuerySet
@@ -38,53 +35,20 @@ _RESTRICTION = ApiKey.knowledge_bases.through._meta.db_table
 # every request, which costs more than running it (rag_project.rawsql).
 _FIND_KEY = (
     f"SELECT {_KEY.sql}, {_TENANT.sql}, "  # noqa: S608
-    f"ARRAY(SELECT r.knowledgebase_id FROM {_RESTRICTION} r WHERE r.apikey_id = k.id)"
-    "{joined_columns} "
-    f"FROM {ApiKey._meta.db_table} k JOIN {Tenant._meta.db_table} t ON t.id = k.tenant_id"
-    "{joined_table} WHERE k.prefix = %s"
+    f"ARRAY(SELECT r.knowledgebase_id FROM {_RESTRICTION} r WHERE r.apikey_id = k.id) "
+    f"FROM {ApiKey._meta.db_table} k JOIN {Tenant._meta.db_table} t ON t.id = k.tenant_id "
+    "WHERE k.prefix = %s"
 )
 
 
-@dataclass(frozen=True)
-class Joined:
-    """A row of another app's table read in the key's own query (``find_api_key``): the row
-    whose id is ``pk`` when it belongs to the key's tenant. A request that names the row it
-    will read in its URL (a search names its knowledge base) reads it with the key, one query
-    and one round trip to PostgreSQL instead of two (what that saves a search:
-    docs/performance.md). ``columns`` (``Columns``, alias ``j``) are the row's; its table has
-    ``id`` and ``tenant_id``. Keeps this app free of the others' models."""
-
-    columns: Columns
-    pk: int
-
-
-@functools.cache
-def _find_key_sql(columns: Columns | None) -> tuple[str, int]:
-    """The key's query, with the joined table's ``columns`` when given, and the index among
-    them of the row's id (made once per kind of row)."""
-    if columns is None:
-        return _FIND_KEY.format(joined_columns="", joined_table=""), -1
-    table = columns.model._meta.db_table
-    sql = _FIND_KEY.format(
-        joined_columns=f", {columns.sql}",
-        joined_table=f" LEFT JOIN {table} j ON j.id = %s AND j.tenant_id = k.tenant_id",
-    )
-    return sql, columns.attnames.index("id")
-
-
-def find_api_key(raw_key: str, joined: Joined | None = None) -> ApiKey | None:
+def find_api_key(raw_key: str) -> ApiKey | None:
     """The key (revoked or not) whose secret is ``raw_key``: looked up by its prefix (unique),
-    then compared in constant time with the stored hash. None when there is no such key.
-
-    With ``joined``, the key's ``joined`` is ``(joined.pk, the row or None)``: None when no
-    row of the key's tenant has that id."""
+    then compared in constant time with the stored hash. None when there is no such key."""
     prefix = split_key(raw_key)
     if prefix is None:
         return None
-    params: list[Any] = [prefix] if joined is None else [joined.pk, prefix]
-    sql, id_at = _find_key_sql(None if joined is None else joined.columns)
     with connection.prepared_cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(_FIND_KEY, [prefix])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -94,10 +58,6 @@ def find_api_key(raw_key: str, joined: Joined | None = None) -> ApiKey | None:
     key.restricted_to = row[keys + tenants]
     if not hmac.compare_digest(key.secret_hash, hash_key(raw_key)):
         return None
-    if joined is not None:
-        values = row[keys + tenants + 1 :]
-        found = values[id_at] is not None  # NULL: no such row
-        key.joined = (joined.pk, joined.columns.load(values, connection) if found else None)
     return key
 
 

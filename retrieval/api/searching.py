@@ -21,18 +21,16 @@ def run_search(
     data: Mapping[str, Any],
     serializer_class: type[Serializer],
     knowledge_base_id: int | None = None,
-    known: Mapping[int, KnowledgeBase] | None = None,
 ) -> tuple[SearchResult, dict[str, Any]]:
     """Search one knowledge base (``knowledge_base_id``) or the request's
     ``knowledge_base_ids``; returns the result and the validated request. Raises DRF's
-    ValidationError (400) or NotFound (404), or the model's DoesNotExist (404). ``known``: the
-    knowledge base's row as this request read it already (``RAGService.search``)."""
+    ValidationError (400) or NotFound (404), or the model's DoesNotExist (404)."""
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     options = serializer.search_options()
     query = serializer.validated_data["query"]
     if knowledge_base_id is not None:
-        result = search_knowledge_base(access, query, knowledge_base_id, known=known, **options)
+        result = search_knowledge_base(access, query, knowledge_base_id, **options)
         return result, serializer.validated_data
     ids = serializer.validated_data["knowledge_base_ids"]
     for kb_id in ids:
@@ -46,7 +44,6 @@ def search_knowledge_base(
     access: Access,
     query: str,
     knowledge_base_id: int,
-    known: Mapping[int, KnowledgeBase] | None = None,
     **options: Any,
 ) -> SearchResult:
     """One knowledge base searched for a caller. Raises KnowledgeBase.DoesNotExist (404) for
@@ -56,6 +53,6 @@ def search_knowledge_base(
     if not access.allows_knowledge_base(knowledge_base_id):
         raise KnowledgeBase.DoesNotExist
     try:
-        return RAGService(access.tenant).search(query, knowledge_base_id, known=known, **options)
+        return RAGService(access.tenant).search(query, knowledge_base_id, **options)
     except KnowledgeBaseNotFound:
         raise KnowledgeBase.DoesNotExist from None

@@ -12,7 +12,6 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from knowledge.selectors import knowledge_base_with_key
 from retrieval.api.searching import run_search
 from retrieval.api.serializers import (
     ContextRequestSerializer,
@@ -36,11 +35,7 @@ class _SearchView(TenantAPIView):
     request_serializer = SearchOptionsSerializer
 
     def _search(self, request, pk: int | None) -> tuple[SearchResult, dict]:
-        known = None
-        read = getattr(request.auth, "joined", None)  # (id, row or None): read with the key
-        if pk is not None and read is not None and read[0] == pk:
-            known = {} if read[1] is None else {pk: read[1]}
-        return run_search(self.access, request.data, self.request_serializer, pk, known)
+        return run_search(self.access, request.data, self.request_serializer, pk)
 
     def _context(self, request, pk: int | None) -> Response:
         result, data = self._search(request, pk)
@@ -49,15 +44,7 @@ class _SearchView(TenantAPIView):
         return Response(body)  # ContextResponseSerializer's shape (see present)
 
 
-class _OneKnowledgeBase:
-    """The knowledge base the URL names is read with the caller's API key, in one query."""
-
-    def read_with_key(self, kwargs):
-        pk = kwargs.get("pk")
-        return knowledge_base_with_key(pk) if isinstance(pk, int) else None
-
-
-class KnowledgeBaseSearchView(_OneKnowledgeBase, _SearchView):
+class KnowledgeBaseSearchView(_SearchView):
     @extend_schema(
         summary="Search a knowledge base",
         request=SearchOptionsSerializer,
@@ -86,7 +73,7 @@ class SearchView(_SearchView):
         return Response(present(result, data["explain"]))  # SearchResponseSerializer's shape
 
 
-class KnowledgeBaseContextView(_OneKnowledgeBase, _SearchView):
+class KnowledgeBaseContextView(_SearchView):
     request_serializer = ContextRequestSerializer
 
     @extend_schema(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -92,21 +92,17 @@ class RAGService:
         score_threshold: float | None = None,
         *,
         options: SearchOptions | None = None,
-        known: Mapping[int, KnowledgeBase] | None = None,
         **overrides,
     ) -> SearchResult:
         """Search one knowledge base. Keyword overrides are fields of SearchOptions
         (top_k, mode, vector_weight, keyword_weight, score_threshold, rerank, use_rerank,
-        filters...). ``known``: the knowledge base's row as the caller read it in this request,
-        in this service's tenant ({} when it read that there is none), instead of reading it
-        here (``search_multiple_knowledge_bases``)."""
+        filters...)."""
         return self.search_multiple_knowledge_bases(
             query,
             [knowledge_base_id],
             user_id,
             top_k,
             options=options,
-            known=known,
             score_threshold=score_threshold,
             **overrides,
         )
@@ -119,16 +115,13 @@ class RAGService:
         top_k: int | None = None,
         *,
         options: SearchOptions | None = None,
-        known: Mapping[int, KnowledgeBase] | None = None,
         **overrides,
     ) -> SearchResult:
-        """Search several knowledge bases (see ``search``). ``known``: the rows of exactly
-        these knowledge bases, read by the caller in this request in this service's tenant
-        (one missing from it does not exist there), so that a search reads them once."""
+        """Search several knowledge bases (see ``search``)."""
         started = time.perf_counter()
         query = clean_query(query)
         options = settle(options or SearchOptions(), {"top_k": top_k, **overrides})
-        kbs = self._knowledge_bases(knowledge_base_ids, user_id, known)
+        kbs = self._knowledge_bases(knowledge_base_ids, user_id)
         route = replica.route_for(self.tenant.pk, {kb.pk: kb.index_version for kb in kbs})
         try:
             with replica.reading_from(route):
@@ -239,10 +232,7 @@ class RAGService:
         return formatting.format_for_tool_output(hits, max_chunks)
 
     def _knowledge_bases(
-        self,
-        ids: Iterable[int],
-        user_id: int | None = None,
-        known: Mapping[int, KnowledgeBase] | None = None,
+        self, ids: Iterable[int], user_id: int | None = None
     ) -> list[KnowledgeBase]:
         wanted = list(dict.fromkeys(int(i) for i in ids))
         if not wanted:
@@ -252,10 +242,7 @@ class RAGService:
             role = tenancy_selectors.role_of(self.tenant, getattr(user, "pk", user))
             if Permission.READ not in role_permissions(role):
                 raise KnowledgeBaseNotFound(f"knowledge base {wanted[0]} not found")
-        if known is None:
-            found = selectors.knowledge_bases_by_id(self.tenant, wanted)
-        else:
-            found = {pk: kb for pk, kb in known.items() if kb.tenant_id == self.tenant.pk}
+        found = selectors.knowledge_bases_by_id(self.tenant, wanted)
         missing = [i for i in wanted if i not in found]
         if missing:
             raise KnowledgeBaseNotFound(f"knowledge base {missing[0]} not found")

@@ -9,10 +9,6 @@ Failed attempts are counted per client address (``tenancy.api.throttling``): pas
 instead of 401, except with a key that already authenticated from that address. The REST API,
 Dify's endpoint and ``/mcp`` all authenticate through ``ApiKeyAuthentication``, so all three
 count on the same counter.
-
-A view whose URL names the row it will read (a knowledge base's search) may have that row read
-in the key's own query: its ``read_with_key(url_kwargs)`` returns a ``tenancy.selectors.Joined``,
-and the authenticated key carries ``joined`` (``find_api_key``).
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from tenancy.api.throttling import admit_api_key, count_failed_authentication
 from tenancy.models import ApiKey
-from tenancy.selectors import Joined, find_api_key
+from tenancy.selectors import find_api_key
 from tenancy.services import record_use
 
 
@@ -50,11 +46,10 @@ class ApiKeyUser:
         return self.get_username()
 
 
-def authenticate_api_key(raw_key: str, joined: Joined | None = None) -> ApiKey:
+def authenticate_api_key(raw_key: str) -> ApiKey:
     """The live key ``raw_key`` names, its use recorded; AuthenticationFailed (401) when it is
-    unknown or revoked. The one check of a key, for the REST API and the MCP server alike.
-    ``joined``: a row read with the key (``find_api_key``)."""
-    api_key = find_api_key(raw_key, joined)
+    unknown or revoked. The one check of a key, for the REST API and the MCP server alike."""
+    api_key = find_api_key(raw_key)
     if api_key is None:
         raise AuthenticationFailed("Invalid API key.", code="invalid_api_key")
     if api_key.revoked_at is not None:
@@ -91,18 +86,11 @@ class ApiKeyAuthentication(BaseAuthentication):
             raw_key = parts[1].decode("ascii")
         except UnicodeDecodeError:
             raise AuthenticationFailed("Invalid API key.", code="invalid_api_key") from None
-        return authenticate_api_key(raw_key, _read_with_key(request))
+        return authenticate_api_key(raw_key)
 
     def authenticate_header(self, request) -> str:
         # Present, so DRF answers 401 (not 403) to requests without credentials.
         return 'Bearer realm="api"'
-
-
-def _read_with_key(request) -> Joined | None:
-    """The row the request's view reads with the key (its ``read_with_key(kwargs)``), if any."""
-    context = getattr(request, "parser_context", None) or {}
-    read = getattr(context.get("view"), "read_with_key", None)
-    return None if read is None else read(context.get("kwargs") or {})
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):

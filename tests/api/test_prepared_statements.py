@@ -1,6 +1,6 @@
 """The search path's hot queries as prepared statements (``rag_project.postgresql``:
 ``prepared_cursor``): a search of one knowledge base through the REST API prepares exactly
-those two on its connection (the key read with the knowledge base, and hydration), answers as
+those three on its connection (the key, the knowledge base, hydration), answers as
 it does without them, and still goes through Django's wrappers."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 HOT = (
     "FROM knowledge_apikey k",
-    "LEFT JOIN knowledge_knowledgebase j",
+    "FROM knowledge_knowledgebase WHERE tenant_id",
     "FROM knowledge_chunk c JOIN",
 )
 
@@ -39,10 +39,10 @@ def test_a_search_prepares_its_hot_queries_and_answers_as_without(client, tenant
     connection.close()  # a new connection: nothing prepared yet
     first = search(client, kb)
     statements = prepared()
-    assert len(statements) == 2
+    assert len(statements) == 3
     assert all(any(part in s for s in statements) for part in HOT), statements
     assert search(client, kb) == first
-    assert len(prepared()) == 2  # reused, not prepared again
+    assert len(prepared()) == 3  # reused, not prepared again
 
     settings.DB_PREPARED_STATEMENTS = False
     connection.close()
