@@ -62,36 +62,7 @@ class Command(BaseCommand):
         if not no_demo:
             call_command("seed_demo")
 
-        python = sys.executable
-        children = {
-            "worker": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "rag_project",
-                "worker",
-                "-l",
-                "info",
-                "-c",
-                str(concurrency),
-                "-n",
-                "worker@%h",
-            ],
-            "beat": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "rag_project",
-                "beat",
-                "-l",
-                "warning",
-                "-s",
-                str(settings.RAG_DATA_DIR / "celerybeat-schedule"),
-            ],
-            "web": [python, "manage.py", "runserver", addr],
-        }
+        children = _children(addr, concurrency)
         procs: dict[str, subprocess.Popen] = {}
         stop_requested: list[int] = []
 
@@ -219,3 +190,14 @@ class _DemoProgress:
             + f"; a key for it: python manage.py create_api_key --tenant Demo --kb {kb_id}"
         )
         return True
+
+
+def _children(addr: str, concurrency: int) -> dict[str, list[str]]:
+    """The commands of the processes ``run`` starts and watches, by name."""
+    celery = [sys.executable, "-m", "celery", "-A", "rag_project"]
+    schedule = str(settings.RAG_DATA_DIR / "celerybeat-schedule")
+    return {
+        "worker": [*celery, "worker", "-l", "info", "-c", str(concurrency), "-n", "worker@%h"],
+        "beat": [*celery, "beat", "-l", "warning", "-s", schedule],
+        "web": [sys.executable, "manage.py", "runserver", addr],
+    }
