@@ -12,9 +12,7 @@ once per grid cell of every segment (``Postings.view_table``), and the compiled 
 posting's contribution where they read it, ``table[offset + code] * idf``: the same operations
 on the same values as per posting, so the same bits, and a new view (a new average length and
 new idfs) weighs nothing again. (Weighing a query's terms again would be a pass over their
-postings in every process after every change.) The numpy path gathers the same table by code
-into weights, kept per view in an LRU for common terms (``cache_min_postings``), and computes
-rarer terms' per posting, kept in a smaller LRU.
+postings in every process after every change.)
 
 A document's length norm ``k1 * (1 - b + b * dl / avgdl)`` is computed where a posting needs
 it (``_per_posting``, ``view_table``), from the stored lengths and the live average length, by
@@ -23,34 +21,26 @@ the same expression everywhere (``_length_norm``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import ModuleType
-from typing import NamedTuple, TypeVar, cast
+from typing import NamedTuple, cast
 
 import numpy as np
 
-from retrieval.bm25.index import BM25Params
 from retrieval.bm25.segment import PairGrid, Segment
-from retrieval.bm25.vocabulary import Composition
+from retrieval.bm25.vocabulary import BM25Params, Composition
 from retrieval.core.lru import ByteLRU
 
-# The numpy path's term contributions kept per view (bytes), and the shortest postings worth
-# keeping: a query of common terms then reads its float64 weights instead of recomputing them.
-# (The compiled loops weigh each posting where they read it: see ``Term``.)
-WEIGHT_CACHE_BYTES = 64 * 1024 * 1024
-CACHE_MIN_POSTINGS = 2048
 # Terms' pieces (global positions and pair codes), shared by the views of one knowledge base
 # that follow one another (bytes): a new view reads them with its own pair table and idfs,
-# nothing recomputed per posting; the compiled path's terms of a view hold them too. At 6 bytes
-# a posting, the common terms of a 300k-chunk knowledge base's queries fit (~10M postings).
+# nothing recomputed per posting; a view's ``Term``s hold them too. At 6 bytes a posting, the
+# common terms of a 300k-chunk knowledge base's queries fit (~10M postings).
 LAYOUT_CACHE_BYTES = 128 * 1024 * 1024
-RARE_CACHE_BYTES = 8 * 1024 * 1024
 _ENTRY_OVERHEAD = 256  # two array headers and the LRU's slot, roughly
 # A term's postings are kept in pieces (``Layout``): a new last piece at least this fraction
 # of the one before is joined to it, and a term has at most this many.
 PIECE_RATIO = 4
 MAX_PIECES = 6
-Part = tuple[np.ndarray, np.ndarray]  # a term's global positions (ascending), contributions
 
 
 class Holder(NamedTuple):
@@ -130,16 +120,11 @@ class Term(NamedTuple):
             compiled.scatter_add(buffer, *piece[:4], self.table, self.idf)
 
 
-AnyPart = TypeVar("AnyPart", tuple[np.ndarray, np.ndarray], Term)
-
-
 class Postings:
-    """A view's terms as its query reads them: the compiled loops' ``Term``s (kept in an LRU of
-    ``layout_cache_bytes``), the numpy path's (positions, contributions) (common terms' in an
-    LRU of ``weight_cache_bytes``, rarer ones' in one of ``RARE_CACHE_BYTES``), and the layouts
-    they are made of, in an LRU of ``layout_cache_bytes`` shared with the view before when it
-    keeps that one's vocabulary (layouts are keyed by global term id; versioned by the
-    generation of the view that made them)."""
+    """A view's terms as its query reads them (``Term``s, kept in an LRU of
+    ``layout_cache_bytes``), and the layouts they are made of, in an LRU of the same bound
+    shared with the view before when it keeps that one's vocabulary (layouts are keyed by
+    global term id; versioned by the generation of the view that made them)."""
 
     def __init__(
         self,
@@ -147,17 +132,10 @@ class Postings:
         params: BM25Params,
         before: Postings | None,
         layout_cache_bytes: int,
-        weight_cache_bytes: int,
-        cache_min_postings: int,
     ) -> None:
         self._composition = composition
         self._params = params
-        self._weights: ByteLRU[int, Part] = ByteLRU(weight_cache_bytes, _part_bytes)
         self._terms: ByteLRU[int, Term] = ByteLRU(layout_cache_bytes, _term_bytes)
-        # Rarer terms' positions and contributions, in their own LRU so that they never push
-        # a common term out: computing one costs several numpy calls, reading it one lookup.
-        self._rare: ByteLRU[int, Part] = ByteLRU(RARE_CACHE_BYTES, _part_bytes)
-        self._cache_min_postings = cache_min_postings
         self.layouts: ByteLRU[int, Layout] = (
             before.layouts if before is not None else ByteLRU(layout_cache_bytes, _layout_bytes)
         )
@@ -166,37 +144,21 @@ class Postings:
         # order, and each segment's offset in it (``view_table``; made on first use).
         self._table: tuple[np.ndarray, list[int]] | None = None
 
-    def occurrences(self, query: Sequence[str], term_ids: list[int] | None = None) -> list[Part]:
-        """(global document positions, float64 contributions) of every known query token
-        occurrence, in query order (a repeated token's parts are the same object); their term
-        ids appended to `term_ids` when given. The numpy path's (see ``compiled_terms``)."""
-        return self._each_known(query, self.contributions, term_ids)
-
-    def compiled_terms(self, query: Sequence[str], term_ids: list[int]) -> list[Term]:
-        """``occurrences`` for the compiled loops: each known occurrence's ``Term``."""
-        return self._each_known(query, self.term, term_ids)
-
-    def _each_known(
-        self,
-        query: Sequence[str],
-        lookup: Callable[[str], AnyPart | None],
-        term_ids: list[int] | None,
-    ) -> list[AnyPart]:
-        """`lookup` of every known query token occurrence, in query order (a repeated token's
-        the same object), their term ids appended to `term_ids` when given."""
+    def terms(self, query: Sequence[str], term_ids: list[int]) -> list[Term]:
+        """The ``Term`` of every known query token occurrence, in query order (a repeated
+        token's the same object), their term ids appended to `term_ids`."""
         if isinstance(query, str):
             raise TypeError("query must be a sequence of tokens, not a string")
-        cache: dict[str, AnyPart | None] = {}
-        parts = []
+        cache: dict[str, Term | None] = {}
+        found = []
         for token in query:
             if token not in cache:
-                cache[token] = lookup(token)
-            found = cache[token]
-            if found is not None:
-                parts.append(found)
-                if term_ids is not None:
-                    term_ids.append(self._composition.vocab[token])
-        return parts
+                cache[token] = self.term(token)
+            term = cache[token]
+            if term is not None:
+                found.append(term)
+                term_ids.append(self._composition.vocab[token])
+        return found
 
     def term(self, token: str) -> Term | None:
         """The token's postings as the compiled loops read them: its layout's pieces with the
@@ -220,33 +182,6 @@ class Postings:
             term = Term((Piece.of_weights(positions),), weights, 1.0)
         self._terms.put(term_id, term)
         return term
-
-    def contributions(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """The numpy path's (positions, contributions) of a term: from its layout for a term
-        of at least ``cache_min_postings`` postings whose segments all have pair grids (kept
-        per view), else per posting (kept in a smaller LRU)."""
-        composition = self._composition
-        term_id = composition.vocab.get(term)
-        if term_id is None or not composition.df[term_id]:
-            return None
-        cached = self._weights.get(term_id) or self._rare.get(term_id)
-        if cached is not None:
-            return cached
-        holders = self._holders(term)
-        small = sum(h.postings for h in holders) < self._cache_min_postings
-        if small or not all(h.segment.pair_grid is not None for h in holders):
-            computed = self._computed(holders, composition.idf_of(term_id))
-        else:
-            layout = self._layout(term_id, holders)
-            pieces = layout.pieces
-            positions = (
-                pieces[0].positions
-                if len(pieces) == 1
-                else np.concatenate([p.positions for p in pieces], dtype=composition.position_type)
-            )
-            computed = positions, self._weighed(layout, composition.idf_of(term_id))
-        (self._rare if small else self._weights).put(term_id, computed)
-        return computed
 
     def _holders(self, term: str) -> list[Holder]:
         """Each segment holding the term, in view order."""
@@ -275,7 +210,8 @@ class Postings:
         return np.concatenate(parts, dtype=position_type)
 
     def _computed(self, holders: list[Holder], idf: float) -> tuple[np.ndarray, np.ndarray]:
-        """Positions and contributions straight from the postings (a term of few postings)."""
+        """Positions and contributions straight from the postings (of a term some segment
+        without a pair grid holds)."""
         docs = self._positions(holders)
         tf_parts = [s.post_tf[s.offsets[t] : s.offsets[t + 1]] for s, _, t, _, _ in holders]
         weights = self._per_posting(np.concatenate(tf_parts, dtype=np.float64), docs)
@@ -362,24 +298,6 @@ class Postings:
             used,
         )
 
-    def _weighed(self, layout: Layout, idf: float) -> np.ndarray:
-        """The numpy path's contributions of a layout's postings: rank_bm25's
-        ``tf * (k1 + 1) / (tf + norm(dl))`` gathered from the view's pair table by code, then
-        times idf; bit for bit what ``_computed`` gives, and what the compiled loops compute
-        where they read a posting (``Term``)."""
-        table = self.view_table()[0]
-        weights = np.empty(sum(piece.size for piece in layout.pieces))
-        at = 0
-        for piece in layout.pieces:
-            for h in range(piece.holders):
-                start, end = piece.bounds[h], piece.bounds[h + 1]
-                cells = piece.codes[start:end].astype(np.int64)
-                cells += piece.offsets[h]
-                table.take(cells, out=weights[at + start : at + end])
-            at += piece.size
-        weights *= idf
-        return weights
-
     def view_table(self) -> tuple[np.ndarray, list[int]]:
         """``tf * (k1 + 1) / (tf + norm(dl))`` over every segment's pair grid (row-major),
         under this view's average length, concatenated in view order, and each segment's
@@ -442,10 +360,6 @@ def _identity(n: int) -> np.ndarray:
     if identity.size < n:
         identity = _IDENTITY = np.arange(max(n, 2 * identity.size), dtype=np.int32)
     return identity[:n]
-
-
-def _part_bytes(part: Part) -> int:
-    return part[0].nbytes + part[1].nbytes + _ENTRY_OVERHEAD
 
 
 def _piece_bytes(piece: Piece) -> int:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -34,6 +35,21 @@ from retrieval.bm25.segment import Segment
 
 Dead = tuple[np.ndarray, np.ndarray]  # a segment's local term ids, deleted documents holding each
 MAX_STALE_FRACTION = 0.25  # of the vocabulary, before a view stops reusing the one before
+
+
+@dataclass(frozen=True)
+class BM25Params:
+    """BM25 Okapi tuning; the defaults are rank_bm25's."""
+
+    k1: float = 1.5
+    b: float = 0.75
+    epsilon: float = 0.25
+
+    def __post_init__(self) -> None:
+        # Outside these ranges the length normaliser can reach 0 or go negative and a score
+        # divides by zero.
+        if not self.k1 >= 0 or not 0 <= self.b <= 1:
+            raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got {self}")
 
 
 class Composition(NamedTuple):
@@ -377,8 +393,7 @@ def _minus_deleted_since(
     since = np.flatnonzero(~live if live_before is None else live_before & ~live)
     if not since.size:
         return df_before
-    compiled = kernels.get()
-    if compiled is None or segment.post_docs.dtype != np.int32:
+    if segment.post_docs.dtype != np.int32:
         return None
     terms, postings = len(segment.terms), segment.post_docs.size
     # The searches cost ~terms x (log2(postings per term) + documents) steps at worst
@@ -388,7 +403,7 @@ def _minus_deleted_since(
         return None
     holding = np.empty(terms, dtype=np.int64)
     offsets = np.asarray(segment.offsets, dtype=np.int64)
-    compiled.holders_by_term(offsets, segment.post_docs, since.astype(np.int64), holding)
+    kernels.get().holders_by_term(offsets, segment.post_docs, since.astype(np.int64), holding)
     return df_before - holding
 
 
