@@ -1,10 +1,8 @@
 """BM25's query loops, compiled by numba (``retrieval.bm25._compiled``), loaded once per
 process (``retrieval.compiled``: by the warm-up, or by the first search, which waits for them).
 
-``SegmentedIndex.search`` sums a query's term contributions and selects its top k in one numba
-loop over the postings, as bm25s, the fastest peer, does: the same float64 additions in the
-same order as rank_bm25 (so the same bits), a heap for the top k, MaxScore's candidates looked
-up by galloping (figures: docs/performance.md).
+``SegmentedIndex.search`` sums a query's term contributions and selects its top k in numba
+loops over the postings, as bm25s, the fastest peer, does (figures: docs/performance.md).
 """
 
 from __future__ import annotations

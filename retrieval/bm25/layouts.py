@@ -1,22 +1,16 @@
-"""A segmented BM25 view's terms as its query reads them: their postings' layouts, shared by the
-views that follow one another, and the per-view caches of what a query weighs.
+"""A segmented BM25 view's terms as its query reads them, and their postings' layouts, shared by
+the views that follow one another.
 
-Per query term occurrence, each segment's postings give global document positions (segment base
-+ local position, int32) and float64 contributions ``idf * tf * (k1 + 1) / (tf + norm)``. A
-term's postings are kept as its layout (``Layout``): a few pieces (``Piece``), each the positions
-of a run of the segments holding it and, per posting, its code in its segment's grid of (term
-frequency, document length) pairs (``Segment.pair_grid``). Those depend on the segments only, so
-the views that follow one another after changes share them in an LRU; after a change only the
-new segments' postings make a new piece. A view computes ``tf * (k1 + 1) / (tf + norm(dl))``
-once per grid cell of every segment (``Postings.view_table``), and the compiled loops compute a
-posting's contribution where they read it, ``table[offset + code] * idf``: the same operations
-on the same values as per posting, so the same bits, and a new view (a new average length and
-new idfs) weighs nothing again. (Weighing a query's terms again would be a pass over their
-postings in every process after every change.)
-
-A document's length norm ``k1 * (1 - b + b * dl / avgdl)`` is computed where a posting needs
-it (``_per_posting``, ``view_table``), from the stored lengths and the live average length, by
-the same expression everywhere (``_length_norm``).
+A term's postings are kept as its layout (``Layout``): a few pieces (``Piece``), each the global
+document positions of a run of the segments holding it and, per posting, its code in its
+segment's grid of (term frequency, document length) pairs (``Segment.pair_grid``). Those depend
+on the segments only, so the views that follow one another share them in an LRU; after a change
+only the new segments' postings make a new piece. A view computes ``tf * (k1 + 1) / (tf +
+norm(dl))`` once per grid cell of every segment (``Postings.view_table``), and the compiled loops
+compute a posting's contribution where they read it, ``table[offset + code] * idf``: the same
+operations on the same values as per posting, so the same bits, and a new view (a new average
+length, new idfs) weighs no posting again. A length norm ``k1 * (1 - b + b * dl / avgdl)`` is
+computed by the same expression everywhere (``_length_norm``).
 """
 
 from __future__ import annotations
@@ -49,7 +43,6 @@ class Holder(NamedTuple):
     segment: Segment
     base: int
     local: int
-    postings: int
     index: int  # the segment's position in the view
 
 
@@ -192,8 +185,7 @@ class Postings:
         ):
             local = segment.vocab.get(term)
             if local is not None:
-                postings = int(segment.offsets[local + 1] - segment.offsets[local])
-                found.append(Holder(segment, base, local, postings, index))
+                found.append(Holder(segment, base, local, index))
         return found
 
     def _positions(self, holders: Sequence[Holder]) -> np.ndarray:
@@ -201,7 +193,7 @@ class Postings:
         array (no copy) when it is the only holder and starts the view."""
         position_type = self._composition.position_type
         parts = []
-        for segment, base, local, _, _ in holders:
+        for segment, base, local, _ in holders:
             start, end = segment.offsets[local], segment.offsets[local + 1]
             docs = segment.post_docs[start:end]
             parts.append(docs if base == 0 else docs + position_type(base))
@@ -211,24 +203,18 @@ class Postings:
 
     def _computed(self, holders: list[Holder], idf: float) -> tuple[np.ndarray, np.ndarray]:
         """Positions and contributions straight from the postings (of a term some segment
-        without a pair grid holds)."""
+        without a pair grid holds): ``tf * (k1 + 1) / (tf + norm)`` as rank_bm25 evaluates
+        it, then times idf, in place."""
+        composition, params = self._composition, self._params
         docs = self._positions(holders)
-        tf_parts = [s.post_tf[s.offsets[t] : s.offsets[t + 1]] for s, _, t, _, _ in holders]
-        weights = self._per_posting(np.concatenate(tf_parts, dtype=np.float64), docs)
+        tf_parts = [s.post_tf[s.offsets[t] : s.offsets[t + 1]] for s, _, t, _ in holders]
+        weights = np.concatenate(tf_parts, dtype=np.float64)
+        denominator = _length_norm(composition.lengths.take(docs), composition.avgdl, params)
+        denominator += weights
+        weights *= params.k1 + 1
+        weights /= denominator
         weights *= idf
         return docs, weights
-
-    def _per_posting(self, tf: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """``tf * (k1 + 1) / (tf + norm)`` per posting as rank_bm25 evaluates it, in place in
-        ``tf`` (float64), the norms those of the documents at ``positions``."""
-        composition = self._composition
-        denominator = _length_norm(
-            composition.lengths.take(positions), composition.avgdl, self._params
-        )
-        denominator += tf
-        tf *= self._params.k1 + 1
-        tf /= denominator
-        return tf
 
     def _layout(self, term_id: int, holders: list[Holder]) -> Layout:
         """The term's pieces (global positions and pair codes, ``Piece``), from the views'
@@ -301,9 +287,7 @@ class Postings:
     def view_table(self) -> tuple[np.ndarray, list[int]]:
         """``tf * (k1 + 1) / (tf + norm(dl))`` over every segment's pair grid (row-major),
         under this view's average length, concatenated in view order, and each segment's
-        offset in it (a segment without a grid has no cells). Made once per view, on first
-        use (two threads may both make it: the same values): a few hundred thousand cells at
-        most per full-size segment."""
+        offset in it. Made once per view, on first use (two threads may both make it)."""
         found = self._table
         if found is None:
             params, avgdl = self._params, self._composition.avgdl
@@ -324,10 +308,8 @@ class Postings:
 
 def _largest_cells(codes: np.ndarray, grid: PairGrid) -> np.ndarray:
     """Of the grid cells `codes` use, those that can hold their largest value in any view: per
-    term frequency used, the cell of the shortest document among its postings. A cell's value
-    ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` never grows with dl (each float
-    operation is monotonic in its operands), so each row's largest used value is there; a
-    handful of cells per term instead of every cell used."""
+    term frequency used, the cell of the shortest document among its postings (a cell's value
+    never grows with dl: each float operation is monotonic in its operands)."""
     columns = grid.lengths.size
     used = np.bincount(codes, minlength=grid.tf.size * columns).reshape(-1, columns) > 0
     rows = np.flatnonzero(used.any(axis=1))
@@ -363,8 +345,7 @@ def _identity(n: int) -> np.ndarray:
 
 
 def _piece_bytes(piece: Piece) -> int:
-    # Positions that are a view of a segment's postings (one holder starting the view) are
-    # the segment's.
+    # Positions that are a view of a segment's postings are the segment's.
     arrays = [piece.codes, piece.bounds, piece.offsets, piece.cells, piece.cell_bounds]
     if piece.positions.base is None:
         arrays.append(piece.positions)

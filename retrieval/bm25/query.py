@@ -21,12 +21,10 @@ from retrieval.bm25.vocabulary import Composition
 
 # Try MaxScore when the other terms read at most this fraction of the dominant term's postings.
 _MAXSCORE_RATIO = 4
-# Finding a candidate in a term's postings by galloping (branchy steps) costs about as much as
-# adding and reading back this many postings (a measured ratio).
+# Galloping to a candidate in a term's postings costs about as much as adding and reading back
+# this many postings (a measured ratio).
 _GALLOP_COST = 12
-# Relative room for summing the same contributions in another order (a few units in the last
-# place of a float64 sum of tens of terms is ~1e-14).
-_ORDER_SLACK = 1e-12
+_ORDER_SLACK = 1e-12  # relative room for sums in another order (an ulp of tens of terms: 1e-14)
 # "No deletions" and "no restriction" for the compiled loops.
 _NO_DEAD = np.zeros(0, dtype=np.bool_)
 _NO_ALLOWED = np.zeros(0, dtype=np.int64)
@@ -35,23 +33,19 @@ Heap = tuple[np.ndarray, np.ndarray, np.ndarray]  # scores, doc ids, positions
 
 
 class _Split(NamedTuple):
-    """A query's terms split for MaxScore: its distinct terms, each occurrence's distinct
-    index (query order), the essential ones, the others' occurrences (query order), and the
-    most those occurrences can add together."""
+    """A query's terms split for MaxScore (``Scorer._split``)."""
 
     distinct: list[Term]
-    occurrences: list[int]
+    occurrences: list[int]  # per query occurrence, its distinct index
     essential: set[int]
-    others: list[int]
-    alone: float
+    others: list[int]  # the other terms' occurrences, in query order
+    alone: float  # the most they can add together
 
 
 class Scorer:
-    """A view's query path over its composition: the top k of a query's terms. It keeps zeroed
-    float64 score buffers, one per document: a search pops one (or allocates it) and appends it
-    back zeroed, so concurrent searches each hold their own (list.pop and list.append are
-    atomic); and a term's largest contribution (8 bytes per term that was a MaxScore
-    candidate)."""
+    """A view's query path: the top k of a query's terms. Its zeroed float64 score buffers, one
+    per document, are popped by a search and appended back zeroed, so concurrent searches each
+    hold their own (list.pop and list.append are atomic)."""
 
     def __init__(self, composition: Composition) -> None:
         self._composition = composition
@@ -64,11 +58,8 @@ class Scorer:
         self, terms: list[Term], term_ids: list[int], top_k: int, allowed: np.ndarray | None
     ) -> list[tuple[int, float]]:
         """``SegmentedIndex.search`` of a query's known occurrences' `terms` (not empty) and
-        their `term_ids`; `top_k` > 0.
-
-        One term: its contributions are the scores; the heap keeps the top k. Several:
-        MaxScore when the query splits (``_maxscore``), else every occurrence is added into
-        the buffer and read back into the heap, one step a posting each way."""
+        their `term_ids`; `top_k` > 0. One term: its contributions are the scores. Several:
+        MaxScore when the query splits (``_maxscore``), else ``_summed``."""
         compiled = kernels.get()
         ids, k = self._all_ids, min(top_k, self._all_ids.size)
         if allowed is None:
@@ -130,16 +121,13 @@ class Scorer:
         """MaxScore: how many of the top k it left in `heap`, or None (the heap to be refilled
         from empty) when the query has no split or the split would not pay.
 
-        The essential terms (``_split``) are added into the pooled buffer in query order and
-        read back (zeroing it) into the heap, which gives theta (the k-th best partial score of
-        an eligible document, at most the k-th best final score, since the other terms add
-        nothing negative), and into a list of every eligible document's partial score. If what
-        the other terms can add (``alone``) is below theta, only documents whose partial score
-        plus it reaches theta are candidates, and their scores are added again over every
-        occurrence in query order (so rank_bm25's bits, ties by doc id), each other term's
-        contribution found by galloping through its sorted postings. Float addition is
-        monotonic, so a bound summed in another order can differ by a few units in the last
-        place: theta is lowered by ``_ORDER_SLACK`` before it excludes anything."""
+        The essential terms' sums (``_partial_scores``) give theta, the k-th best partial score,
+        at most the k-th best final one (the other terms add nothing negative). If what the
+        others can add (``alone``) is below theta, only documents whose partial score plus it
+        reaches theta are candidates; their scores are added again over every occurrence in
+        query order (rank_bm25's bits), each other term's contribution found by galloping
+        through its sorted postings. A bound summed in another order can differ by a few units
+        in the last place: theta is lowered by ``_ORDER_SLACK`` before it excludes anything."""
         split = self._split(terms, term_ids)
         if split is None:
             return None
@@ -219,11 +207,9 @@ class Scorer:
 
     def _split(self, terms: list[Term], term_ids: list[int]) -> _Split | None:
         """MaxScore's split of a query's distinct terms (a repeated token's ``Term`` is the
-        same object), or None when it has none: fewer than two distinct terms, no term short
-        enough against the others, or a non-essential term with a negative idf. The shortest
-        terms are *essential*, as many as the others still outnumber ``_MAXSCORE_RATIO`` times
-        in postings (more would only raise theta and lower the bound, fewer would leave more
-        candidates)."""
+        same object), or None: fewer than two distinct terms, no term short enough, or a
+        non-essential term with a negative idf. The shortest terms are *essential*, as many as
+        the others still outnumber ``_MAXSCORE_RATIO`` times in postings."""
         slot: dict[int, int] = {}  # id() of a term -> its distinct index
         distinct: list[Term] = []
         occurrences: list[int] = []  # per query occurrence, its distinct index

@@ -1,13 +1,11 @@
 """An immutable block of a segmented BM25 index: some documents' postings, no global statistics.
 
 A segment holds what depends on its own documents only: their ids (ascending), token counts,
-its vocabulary (``terms``, ids in first-seen order) and CSR postings sorted by term then
-document: ``offsets`` (int64, one past each term's end), ``post_docs`` (int32 document
-positions) and ``post_tf`` (uint8, widened only when some term repeats more often in one
-document). What
-depends on the whole knowledge base (N, average length, document frequencies, idf and the
-epsilon floor) is computed by ``SegmentedIndex`` over a list of segments minus deletions, so
-adding a document never rewrites an existing segment: it adds a small one.
+its vocabulary (``terms``) and CSR postings sorted by term then document: ``offsets`` (int64,
+one past each term's end), ``post_docs`` (int32 document positions) and ``post_tf`` (uint8,
+widened only when a term repeats more often in one document). What depends on the whole
+knowledge base (N, average length, idf) is composed by ``SegmentedIndex`` over a list of
+segments minus deletions, so adding a document adds a small segment and rewrites none.
 
 ``merge`` folds segments into one, dropping deleted documents; the result scores exactly as the
 inputs did (the composed statistics count live documents only, wherever they sit).
@@ -32,10 +30,8 @@ from typing import NamedTuple
 import numpy as np
 
 SEGMENT_FORMAT_VERSION = 1
-# A full-size segment holds at most this many tokens (so at most as many postings): its
-# compressed payload stays in the tens of megabytes, far below Redis's 512 MB value limit and
-# bytea's 1 GB, and loading or building one segment stays a bounded piece of work whatever the
-# knowledge base's size.
+# A full-size segment's tokens (so postings), at most: its payload stays far below Redis's 512 MB
+# value limit and bytea's 1 GB, and loading or building one stays a bounded piece of work.
 MAX_SEGMENT_TOKENS = 16_000_000
 # The most cells a segment's pair grid may have (8 bytes each in every view that uses it).
 MAX_PAIR_CELLS = 1 << 18
@@ -68,9 +64,7 @@ class Segment:
     ) -> None:
         """Assemble a segment from its arrays; use `build`, `merge` or `from_bytes` instead."""
         self.doc_ids = doc_ids
-        # The owner of each document (a chunk's document id) when the builder gave them: the
-        # store deletes a document's chunks by it without asking the database.
-        self.groups = groups
+        self.groups = groups  # each document's owner (a chunk's document id), when given
         self.lengths = lengths
         self.terms = terms
         self.vocab = dict(zip(terms, range(len(terms)), strict=True))
@@ -214,8 +208,7 @@ class Segment:
     def holds(self, ids: np.ndarray) -> np.ndarray:
         """Per document of this segment, whether its id is in ``ids`` (sorted, unique): a
         binary search of each of ``ids`` when the segment's ids ascend (as a build's and a
-        merge's do): O(len(ids) log documents), where ``np.isin`` sorts every document of the
-        segment with them, and every process composing a view pays it after every change."""
+        merge's do), where ``np.isin`` would sort every document of the segment."""
         if not self._ids_ascending:
             return np.isin(self.doc_ids, ids)
         found = np.zeros(self.doc_ids.size, dtype=bool)
@@ -257,12 +250,9 @@ class Segment:
     @cached_property
     def pair_grid(self) -> PairGrid | None:
         """Every (term frequency, document length) pair a posting of this segment can have, as
-        a grid: term frequencies 1 .. the largest, by the distinct lengths. A posting's BM25
-        contribution depends on its document only through the pair, so a view computes one
-        value per cell and gathers them by ``pair_codes`` (``SegmentedIndex``). None when the
-        grid would pass ``MAX_PAIR_CELLS`` (a term repeated hundreds of times in a document of
-        a segment with many lengths): the view then computes that segment's contributions
-        per posting."""
+        a grid: term frequencies 1 .. the largest, by the distinct lengths (a posting's
+        contribution depends on its document only through the pair). None when the grid would
+        pass ``MAX_PAIR_CELLS``: the segment's contributions are then computed per posting."""
         lengths, _ = self.length_ranks
         largest = int(self.post_tf.max()) if self.post_tf.size else 0
         if not largest or largest * lengths.size > MAX_PAIR_CELLS:
@@ -311,8 +301,12 @@ class Segment:
     @classmethod
     def from_bytes(cls, data: bytes) -> Segment:
         """Load a `to_bytes` payload. Only pass bytes whose HMAC was verified: this unpickles."""
-        body = payload_body(data, _MAGIC, SEGMENT_FORMAT_VERSION, "BM25 segment")
-        state = pickle.loads(body)  # noqa: S301 -- HMAC-verified
+        if len(data) < _HEADER.size or _HEADER.unpack_from(data)[0] != _MAGIC:
+            raise ValueError("not a BM25 segment payload")
+        version = _HEADER.unpack_from(data)[1]
+        if version != SEGMENT_FORMAT_VERSION:
+            raise ValueError(f"BM25 segment format {version}, expected {SEGMENT_FORMAT_VERSION}")
+        state = pickle.loads(memoryview(data)[_HEADER.size :])  # noqa: S301 -- HMAC-verified
         return cls(post_docs=_from_byte_planes(state.pop("post_docs")), **state)
 
 
@@ -389,17 +383,6 @@ def narrow_tf(tf: np.ndarray) -> np.ndarray:
     """Term frequencies in the smallest unsigned type that holds them."""
     max_tf = int(tf.max()) if tf.size else 0
     return tf.astype(next(t for t in _TF_DTYPES if max_tf <= np.iinfo(t).max))
-
-
-def payload_body(data: bytes, magic: bytes, version: int, what: str) -> memoryview:
-    """The pickled part of a `to_bytes` payload after its header (magic, format version), or a
-    ValueError naming what was expected."""
-    if len(data) < _HEADER.size or _HEADER.unpack_from(data)[0] != magic:
-        raise ValueError(f"not a {what} payload")
-    found = _HEADER.unpack_from(data)[1]
-    if found != version:
-        raise ValueError(f"{what} format {found}, expected {version}")
-    return memoryview(data)[_HEADER.size :]
 
 
 def _run_starts(sorted_values: np.ndarray) -> np.ndarray:

@@ -11,15 +11,10 @@ terms are common (not clamped).
 "Live" documents are those of every segment whose id is not in ``deleted`` (or, given
 ``deleted_per_segment``, not in that segment's own deletions: a document id may then be deleted
 from an older segment and live in a newer one, as when a chunk edited in place is re-added with
-its id). ``SegmentedIndex`` ties together three parts, each a module of its own concern:
-
-- ``retrieval.bm25.vocabulary``: what the view composes once when it is made (not per query):
-  N, avgdl, the vocabulary, every term's live document frequency and idf with the epsilon
-  floor, reusing what the view before composed for the segments still here;
-- ``retrieval.bm25.layouts``: its terms as the query reads them, their postings' layouts shared
-  with the views that follow one another, and the per-view caches of their contributions;
-- ``retrieval.bm25.query``: summing a query's contributions in query order and selecting the
-  top k, by the compiled loops (``retrieval.bm25.kernels``).
+its id). The view ties together ``retrieval.bm25.vocabulary`` (what it composes once when it
+is made: N, avgdl, the vocabulary, document frequencies and idfs), ``retrieval.bm25.layouts``
+(its terms as the query reads them) and ``retrieval.bm25.query`` (the top k of a query, by the
+compiled loops).
 """
 
 from __future__ import annotations
@@ -48,28 +43,22 @@ class SegmentedIndex:
         dead_frequencies: Sequence[Dead | None] | None = None,
         layout_cache_bytes: int = LAYOUT_CACHE_BYTES,
     ) -> None:
-        """``previous``: a view this one follows (the same knowledge base one version before).
-        When every segment of it is still here (a delta: segments only added, deletions only
-        grown), its vocabulary and per-segment term ids and document frequencies are reused
-        instead of composed again, which is most of the cost of composing a view (paid by every
-        process after every change). After a merge the segments still here are reused the same
-        way; terms only the folded-away segments held stay in the vocabulary with no live
-        document (never scored, not in ``terms()``), until they are a quarter of it and the view
-        is composed afresh.
+        """``previous``: the view this one follows (the same knowledge base one version
+        before). What it composed for the segments still here (vocabulary, per-segment term ids
+        and document frequencies: most of the cost of composing a view) is reused; terms only
+        segments since folded away held stay in the vocabulary with no live document, until
+        they are a quarter of it (``retrieval.bm25.vocabulary.reusable``).
 
-        ``dead_frequencies``: per segment, (local term ids, how many of the segment's deleted
-        documents hold each), as ``dead_frequencies()`` of a view of the same segments and
-        deletions reports (the manifest carries them, see ``retrieval.bm25store.manifest``).
-        A segment whose deletions changed then has its document frequencies from its own
-        postings counts minus those, instead of one pass over all its postings (up to
-        ``MAX_SEGMENT_TOKENS`` of them, paid by every process at every change). Without
-        that record (the writer of a version, which records it), a view composed on
-        ``previous`` takes that view's counts minus the documents deleted since, found in
-        each term's postings (``retrieval.bm25.vocabulary.live_counts``).
+        ``dead_frequencies``: per segment, (local term ids, how many of its deleted documents
+        hold each), as ``dead_frequencies()`` of a view of the same segments and deletions
+        reports (the manifest carries them): a segment's document frequencies are then its
+        postings counts minus those, not a pass over its postings. Without it, a view on
+        ``previous`` counts the documents deleted since in their terms' postings
+        (``retrieval.bm25.vocabulary.live_counts``).
 
-        Terms' layouts (positions and pair codes, see ``retrieval.bm25.layouts``) are kept in
-        an LRU of ``layout_cache_bytes`` that a view composed on ``previous`` shares with it;
-        this view's terms in another of the same bound. Neither is counted in ``nbytes``."""
+        Terms' layouts (``retrieval.bm25.layouts``) are kept in an LRU of
+        ``layout_cache_bytes`` shared with ``previous``, this view's terms in another of the
+        same bound; neither is counted in ``nbytes``."""
         self.params = params = params or BM25Params()
         self.segments = tuple(segments)
         self.deleted = np.unique(np.asarray(deleted, dtype=np.int64))
@@ -93,8 +82,6 @@ class SegmentedIndex:
         """Per segment, (local term ids, how many of its deleted documents hold each): what a
         later view of the same segments and deletions takes as ``dead_frequencies``."""
         return dead_frequencies_of(self._composition)
-
-    # ------------------------------------------------------------------ statistics
 
     def __len__(self) -> int:
         """Live documents."""
@@ -148,8 +135,6 @@ class SegmentedIndex:
     @property
     def total_nbytes(self) -> int:
         return self.nbytes + sum(s.nbytes for s in self.segments)
-
-    # ------------------------------------------------------------------ scoring
 
     def get_scores(self, query: Sequence[str]) -> np.ndarray:
         """BM25 score of every live document, in ``doc_ids`` order (float64)."""
