@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 .PHONY: run test reliability install browsers ocr-libs lint services-start services-stop services-status clean
 
 ## A fresh install takes about 2.7 GB (PyTorch's CPU build alone 0.75 GB): too little disk is
-## said up front, so a failed pip run ("No space left on device") is not a mystery.
+## said up front, so a failed pip run ("No space left on device") is not a mystery. The numba
+## loops are then compiled into numba's cache, so a process's first search only loads them.
 $(STAMP): requirements.txt requirements-local.txt requirements-dev.txt
 	@free_kb=$$(df -Pk . | awk 'NR==2 {print $$4}'); \
 	if [ -n "$$free_kb" ] && [ "$$free_kb" -lt 3500000 ]; then \
@@ -16,6 +17,7 @@ $(STAMP): requirements.txt requirements-local.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m retrieval.precompile
 	touch $(STAMP)
 
 install: $(STAMP)

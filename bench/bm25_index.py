@@ -8,11 +8,9 @@ k, one thread), with the numba backend when numba is installed (its fastest) and
 backend otherwise (a Python loop over postings: tens of times slower); ``bm25s_backend`` says
 which.
 ``bm25s_ratio`` = our query p50 / bm25s's (below 1: we are faster). Ours is timed with the
-compiled query loops loaded (``retrieval.bm25.kernels``, as a warm web process has them;
-``query_path`` says which path answered) and again on the numpy path alone
-(``numpy_query_p50_ms``). ``bm25s_max_score_diff``
-is bm25s's largest score difference against rank_bm25 on the compared queries (ours is
-``max_abs_score_diff``).
+compiled query loops loaded (``retrieval.bm25.kernels``, as a warm web process has them).
+``bm25s_max_score_diff`` is bm25s's largest score difference against rank_bm25 on the compared
+queries (ours is ``max_abs_score_diff``).
 
 A plain function returning a dict, so the `bench bm25` management command can add the L2
 (Redis) and L3 (PostgreSQL) load times of the same payload and print JSON. Timings are medians:
@@ -76,13 +74,9 @@ def run_bm25_benchmark(
     index = SegmentedIndex(segments)
     build_s = time.perf_counter() - started
 
-    compiled = kernels.load()  # as a warm web process has them (numpy if numba is missing)
+    kernels.get()  # as a warm web process has them
     cold = [_median_s(lambda q=q: index.search(q, TOP_K), 1) for q in query_set]
     latencies = [_median_s(lambda q=q: index.search(q, TOP_K), _QUERY_REPEATS) for q in query_set]
-    with kernels.numpy_only():
-        numpy_latencies = [
-            _median_s(lambda q=q: index.search(q, TOP_K), _QUERY_REPEATS) for q in query_set
-        ]
     payloads = [s.to_bytes() for s in segments]
     compressed_parts = [zlib.compress(p, PAYLOAD_ZLIB_LEVEL) for p in payloads]
     largest = max(range(len(segments)), key=lambda i: len(payloads[i]))
@@ -96,9 +90,6 @@ def run_bm25_benchmark(
         "query_p50_ms": _ms(np.percentile(latencies, 50)),
         "query_p95_ms": _ms(np.percentile(latencies, 95)),
         "query_first_p50_ms": _ms(np.percentile(cold, 50)),
-        "query_path": "compiled" if compiled else "numpy",
-        "numpy_query_p50_ms": _ms(np.percentile(numpy_latencies, 50)),
-        "numpy_query_p95_ms": _ms(np.percentile(numpy_latencies, 95)),
         "segments": len(segments),
         "segment_docs": [len(s) for s in segments],
         "segment_payload_bytes": [len(c) for c in compressed_parts],
@@ -149,7 +140,7 @@ def _compare_with_rank_bm25(
         (float(np.abs(index.get_scores(q) - reference.get_scores(q)).max()) for q in compared),
         default=0.0,
     )
-    # What a search returns (the compiled path when loaded, else numpy): its top k scores
+    # What a search returns: its top k scores
     # against rank_bm25's best non-zero scores, and whether they come in the same order.
     top_diff, same_order = 0.0, True
     for query in compared:

@@ -1,12 +1,12 @@
-"""Numba-compiled loops of a module, loaded once per process and never waited for.
+"""Numba-compiled loops of a module, loaded once per process.
 
 Numba costs a process time to import and to load cached machine code (far more for the first
-compile on a machine, written to ``__pycache__`` or numba's user cache), and private memory
-(LLVM) plus shared library pages (figures: docs/performance.md, "Query paths: compiled and
-numpy"). So compiled loops are loaded by the warm-up (``retrieval.warmup``) or, in a process
-without it, in a background thread started by the first search that could use them; until then
-searches take their numpy path, which answers the same. Numba missing or broken leaves the numpy
-path in use (logged once).
+compile on a machine, which writes it to ``__pycache__``; ``make install`` runs that compile,
+``python -m retrieval.precompile``), and private memory (LLVM) plus shared library pages
+(figures: docs/performance.md). The warm-up (``retrieval.warmup``) loads them at process start;
+a caller needing them before that loads them itself, and concurrent callers wait for the one
+loading. Numba is a required dependency: missing or broken, loading raises
+``LoopsUnavailable`` (every time it is asked, without trying again).
 
 Users: BM25's query loops (``retrieval.bm25.kernels``) and the vector leg's scoring of an IVF's
 int8 codes (``retrieval.vector.kernels``).
@@ -15,62 +15,51 @@ int8 codes (``retrieval.vector.kernels``).
 from __future__ import annotations
 
 import importlib
-import logging
 import threading
 from collections.abc import Callable
-from contextlib import contextmanager
 from types import ModuleType
 
-logger = logging.getLogger(__name__)
+
+class LoopsUnavailable(RuntimeError):
+    """The compiled loops cannot be loaded: numba is missing or broken."""
 
 
 class Loops:
-    """The loops of ``module``; ``warm(module)`` calls each with every argument type searches
-    pass, so that no search pays for a compile."""
+    """The loops of ``module``; ``warm(module)`` calls each with every argument type callers
+    pass, so that no caller pays for a compile."""
 
     def __init__(self, module: str, warm: Callable[[ModuleType], None], name: str) -> None:
         self.module = module
         self.warm = warm
-        self.name = name  # of the loading thread, and in the log
+        self.name = name
         self._lock = threading.Lock()
         self._loaded: ModuleType | None = None
-        self._tried = False
-        self._suspended = 0  # > 0 while ``numpy_only()`` is active
+        self._failed: LoopsUnavailable | None = None
 
-    def get(self) -> ModuleType | None:
-        """The compiled loops if loaded (and not suspended), else None: never loads or waits."""
-        return self._loaded if not self._suspended else None
-
-    def load(self) -> bool:
-        """Import and compile (or load from numba's cache) the loops, once per process;
-        whether they are available. Concurrent callers wait for the one loading."""
+    def get(self) -> ModuleType:
+        """The compiled loops, imported and compiled (or loaded from numba's cache) by the first
+        caller in this process; the others wait for it."""
+        loaded = self._loaded
+        if loaded is not None:
+            return loaded
         with self._lock:
-            if self._tried:
-                return self._loaded is not None
-            try:
-                module = importlib.import_module(self.module)
-                self.warm(module)
-            except Exception:  # numba missing or broken: the numpy path serves
-                logger.warning("%s loops unavailable; numpy path", self.name, exc_info=True)
-                self._loaded = None
-            else:
-                self._loaded = module
-            self._tried = True
-            return self._loaded is not None
+            if self._loaded is None:
+                if self._failed is None:
+                    self._load()
+                if self._failed is not None:
+                    raise self._failed
+            return self._loaded
 
-    def start_loading(self) -> threading.Thread | None:
-        """``load`` in a daemon thread, unless already loaded or tried (then None)."""
-        if self._tried or self._lock.locked():
-            return None
-        thread = threading.Thread(target=self.load, name=self.name, daemon=True)
-        thread.start()
-        return thread
-
-    @contextmanager
-    def numpy_only(self):
-        """Searches inside take the numpy path (tests comparing the two, benchmarks)."""
-        self._suspended += 1
+    def _load(self) -> None:
         try:
-            yield
-        finally:
-            self._suspended -= 1
+            module = importlib.import_module(self.module)
+            self.warm(module)
+        except Exception as exc:
+            self._failed = LoopsUnavailable(
+                f"{self.name}: the numba loops of {self.module} cannot be loaded "
+                f"({type(exc).__name__}: {exc}); numba is a required dependency "
+                "(requirements.txt): reinstall with `make install`"
+            )
+            self._failed.__cause__ = exc
+        else:
+            self._loaded = module

@@ -14,9 +14,9 @@ on:
    largest knowledge bases with ready documents (largest first: their cold load costs the
    most), each one's BM25 view into this process's L1 and, in a web process, its vector matrix
    into the matrix cache, within those caches' budgets; then BM25's compiled loops
-   (``retrieval.bm25.kernels``; searches take the numpy path until they are loaded) and, in a
-   web process, the vector leg's (``retrieval.vector.kernels``, for IVF bases' int8 codes;
-   float32 until loaded). A Celery worker process warms the BM25 views because it
+   (``retrieval.bm25.kernels``) and, in a web process, the vector leg's
+   (``retrieval.vector.kernels``, for IVF bases' int8 codes), which a search needs and would
+   otherwise load itself. A Celery worker process warms the BM25 views because it
    writes each change's version as a delta on the view it holds: without one, its first
    change to a knowledge base would load every segment first (CPU taken from the searches
    beside it, and that document's visibility waits for it); and BM25's loops because they
@@ -112,8 +112,7 @@ def warm(kind: str = "web") -> None:
 def _web_steps() -> None:
     try:
         _step("knowledge_bases", _knowledge_bases)
-        # After them: a search sent meanwhile waits for its index, not for these (it takes
-        # the numpy path until they are loaded).
+        # After them: a search sent meanwhile loads its index first, then waits for these.
         _step("bm25_compiled", _bm25_compiled)
         _step("vector_compiled", _vector_compiled)
         _step("routes", _routes)
@@ -164,14 +163,18 @@ def _models() -> list[str]:
 
 
 def _bm25_compiled() -> bool:
-    """BM25's compiled query loops (``retrieval.bm25.kernels``): whether they are in use."""
-    return settings.BM25_COMPILED and bm25_kernels.load()
+    """BM25's compiled query loops (``retrieval.bm25.kernels``)."""
+    bm25_kernels.get()
+    return True
 
 
 def _vector_compiled() -> bool:
     """The vector leg's compiled loops (``retrieval.vector.kernels``), for IVF bases' codes:
     whether they are in use."""
-    return settings.VECTOR_IVF_CODES and vector_kernels.load()
+    if not settings.VECTOR_IVF_CODES:
+        return False
+    vector_kernels.get()
+    return True
 
 
 def _routes() -> int:

@@ -313,10 +313,6 @@ BM25_RECHECK_S = env.float("BM25_RECHECK_S", default=0.05)
 # Segments a merge folded away are deleted from L3 this long after (a build that started from
 # the older manifest may still name them).
 BM25_SEGMENT_GRACE_S = env.float("BM25_SEGMENT_GRACE_S", default=600.0)
-# Searches run BM25's query loops compiled by numba (retrieval.bm25.kernels: faster than the
-# numpy path, the same bits), loaded by the warm-up or in the background after the first
-# search, at a cost in memory and start-up per process (docs/performance.md). False: numpy only.
-BM25_COMPILED = env.bool("BM25_COMPILED", default=True)
 # Serving processes (web, Celery workers) load the analyser, embedding models and the largest
 # knowledge bases' indexes at start-up in the background (retrieval.warmup); /healthz says how
 # far they got.

@@ -1,10 +1,9 @@
 """BM25 keyword scoring: rank_bm25-exact scores on compact inverted indexes (no Django).
 
-``BM25Index`` is one self-contained index; ``Segment`` an immutable block of a segmented index
-and ``SegmentedIndex`` the exact view over a list of segments minus deletions.
+``Segment`` is an immutable block of a segmented index and ``SegmentedIndex`` the exact view over
+a list of segments minus deletions.
 """
 
-from retrieval.bm25.index import FORMAT_VERSION, BM25Index, BM25Params
 from retrieval.bm25.segment import (
     MAX_SEGMENT_TOKENS,
     SEGMENT_FORMAT_VERSION,
@@ -12,12 +11,11 @@ from retrieval.bm25.segment import (
     plan_segments,
 )
 from retrieval.bm25.segmented import SegmentedIndex
+from retrieval.bm25.vocabulary import BM25Params
 
 __all__ = [
-    "FORMAT_VERSION",
     "MAX_SEGMENT_TOKENS",
     "SEGMENT_FORMAT_VERSION",
-    "BM25Index",
     "BM25Params",
     "Segment",
     "SegmentedIndex",

@@ -1,21 +1,18 @@
 """The BM25 query path's loops, compiled by numba (imported by ``retrieval.bm25.kernels`` only).
 
-Every loop adds, compares and moves float64 values exactly as the numpy path does: a document's
-score is ``0.0`` plus each query occurrence's contribution in query order (IEEE addition, no
-fast-math, so no reassociation or fused operations), the same bits as rank_bm25's vectorised
-sum. Top k keeps the best ``len(heap_scores)`` documents by (score descending, doc id
+A document's score is ``0.0`` plus each query occurrence's contribution in query order (IEEE
+addition, no fast-math, so no reassociation or fused operations): the same bits as rank_bm25's
+vectorised sum. Top k keeps the best ``len(heap_scores)`` documents by (score descending, doc id
 ascending) in a binary heap whose root is the worst kept; the order is total (ids are unique),
 so ties break exactly as a full sort would.
 
 A term's postings come as pieces (``retrieval.bm25.layouts.Piece``): global document positions
-(ascending) and per posting a code; the piece's holders (segments) are the runs
-``bounds[h]:bounds[h + 1]``, and a posting's contribution is ``table[offsets[h] + code] * idf``
-(the view's pair table, one product rounded to float64, then added: what the numpy path
-multiplies into its weights first). A term without codes passes its weights as ``table``,
-``identity`` codes and ``idf`` 1.0: ``w * 1.0`` is ``w``.
+(ascending) and per posting a code; holder h's postings are ``bounds[h]:bounds[h + 1]``, and a
+posting's contribution is ``table[offsets[h] + code] * idf``. A term without codes passes its
+weights as ``table``, identity codes and ``idf`` 1.0 (``w * 1.0`` is ``w``).
 
-Eligibility, passed as arrays (an empty array means "no restriction"): ``dead[position]`` marks
-a deleted document, ``allowed`` holds the allowed doc ids sorted ascending.
+Eligibility, passed as arrays (empty: no restriction): ``dead[position]`` marks a deleted
+document, ``allowed`` holds the allowed doc ids sorted ascending.
 """
 
 from __future__ import annotations
@@ -38,9 +35,7 @@ def scatter_add(buffer, positions, codes, bounds, offsets, table, idf):  # pragm
 
 @njit(inline="always", **_OPTIONS)
 def _allowed(doc_id, allowed):  # pragma: no cover - compiled
-    """Whether `doc_id` is in `allowed` (sorted), by binary search. (The callers check
-    ``dead`` inline: eligibility as one helper returning ``dead.size and dead[p]`` or this
-    costs every document read more.)"""
+    """Whether `doc_id` is in `allowed` (sorted), by binary search."""
     low = _lower_bound(allowed, 0, allowed.size, doc_id)
     return low < allowed.size and allowed[low] == doc_id
 
@@ -67,9 +62,8 @@ def _move(heap_scores, heap_ids, heap_positions, to, source):  # pragma: no cove
 
 @njit(**_OPTIONS)
 def _push(heap_scores, heap_ids, heap_positions, n, score, doc_id, position):  # pragma: no cover
-    """Offer one document to the heap holding `n` (< or = its capacity); the new `n`. The
-    caller has checked that it beats the root when the heap is full: then it replaces the
-    root and sinks, else it is appended and rises."""
+    """Offer one document to the heap holding `n`, which it beats the root of when full
+    (then it replaces the root and sinks, else it is appended and rises); the new `n`."""
     k = heap_scores.size
     if n < k:
         at = n
@@ -134,8 +128,8 @@ def collect(
         position = positions[j]
         score = buffer[position]
         buffer[position] = 0.0
-        # Below the floor first: once the heap is full that is nearly every document, a
-        # branch the CPU predicts; a zero (a document read at an earlier term) is not.
+        # Below the floor first: once the heap is full nearly every document is, a branch the
+        # CPU predicts; a zero (a document read at an earlier term) is not.
         if score < floor or score == 0.0:
             continue
         n = _offer(heap_scores, heap_ids, heap_positions, n, score, ids, position, dead, allowed)
@@ -162,10 +156,9 @@ def collect_recording(
     keep,
 ):  # pragma: no cover - compiled
     """``collect``, also appending to the out arrays (holding `m`) every eligible non-zero
-    (position, score) read that may still be a MaxScore candidate: whose score plus `reach`
-    (what the other terms can add) reaches ``keep`` times the heap's current floor (the final
-    theta is at least that); the new (n, m). (A loop of its own, not ``collect`` with a
-    "record" flag: the flag's branch slows the loop even when it is off.)"""
+    (position, score) read whose score plus `reach` (what the other terms can add) reaches
+    ``keep`` times the heap's current floor (the final theta is at least that); the new (n, m).
+    A loop of its own: a "record" flag's branch in ``collect`` would slow it."""
     k = heap_scores.size
     floor = heap_scores[0] if n == k else -np.inf
     lowest = floor * keep - reach
@@ -242,9 +235,8 @@ def add_found(
     buffer, candidates, positions, codes, bounds, offsets, table, idf
 ):  # pragma: no cover - compiled
     """``buffer[candidates[i]] += table[offsets[h] + codes[j]] * idf`` where
-    ``positions[j] == candidates[i]`` (posting j of holder h), for ascending `candidates` and
-    `positions`: each found by galloping from the last one found, so the walk costs about log2
-    of the gap per candidate, never much more than a merge."""
+    ``positions[j] == candidates[i]`` (posting j of holder h), both ascending: each found by
+    galloping from the last one found (about log2 of the gap per candidate)."""
     size = positions.size
     at = 0
     holder = 0
@@ -325,10 +317,8 @@ def largest(codes, bounds, offsets, table, idf, heap, n):  # pragma: no cover - 
 def holders_by_term(offsets, post_docs, docs, out):  # pragma: no cover - compiled
     """``out[t]`` = how many of ``docs`` (local document positions, ascending) term ``t``'s
     postings hold. Per term, one binary search for the first posting at or after ``docs[0]``
-    (most terms have none up to ``docs[-1]`` and stop there), then each document is found by
-    galloping forward from the one before (a document's chunks are neighbours, so the steps
-    are short): ~V x log2(postings / V) steps, where one pass reads every posting
-    (``Segment.document_frequencies``)."""
+    (most terms have none up to ``docs[-1]``), then each document found by galloping forward
+    from the one before (a document's chunks are neighbours: short steps)."""
     first, last = docs[0], docs[docs.size - 1]
     for t in range(offsets.size - 1):
         high = offsets[t + 1]

@@ -1,23 +1,15 @@
-"""Compiled loops for the BM25 query path, loaded once per process, never waited for.
+"""BM25's query loops, compiled by numba (``retrieval.bm25._compiled``), loaded once per
+process (``retrieval.compiled``: by the warm-up, or by the first search, which waits for them).
 
-``SegmentedIndex.search`` sums a query's term contributions and selects its top k. In numpy
-that is a sequence of calls (``np.add.at``, gathers, partitions), each a pass over the postings
-plus a Python call; bm25s, the fastest peer, runs one numba loop over them. The loops in
-``retrieval.bm25._compiled`` do the same work as ours in numba: the same float64 additions in
-the same order (so the same bits as rank_bm25), a heap for the top k, MaxScore's candidates
-looked up by galloping, with no Python between the steps (figures: docs/performance.md, "Query
-paths: compiled and numpy").
-
-Loading (``retrieval.compiled``): by the warm-up (``retrieval.warmup``) or, in a process
-without it, in a background thread started by the first search; until the loops are loaded,
-searches take the numpy path, which answers the same ids and scores bit for bit.
-``BM25_COMPILED=false`` (setting) keeps a process on numpy; numba missing has the same effect
-(logged once).
+``SegmentedIndex.search`` sums a query's term contributions and selects its top k in numba
+loops over the postings, as bm25s, the fastest peer, does (figures: docs/performance.md).
 """
 
 from __future__ import annotations
 
 from types import ModuleType
+
+import numpy as np
 
 from retrieval.compiled import Loops
 
@@ -25,8 +17,6 @@ from retrieval.compiled import Loops
 def _warm(compiled: ModuleType) -> None:
     """Call every loop with each argument type searches pass (int32 or int64 positions, uint16
     or int32 codes: ``PairGrid.code_type``), so that no search pays for a compile."""
-    import numpy as np
-
     ids = np.arange(4, dtype=np.int64)
     none_dead, none_allowed = np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int64)
     dead = np.zeros(4, dtype=np.bool_)
@@ -58,4 +48,4 @@ def _warm(compiled: ModuleType) -> None:
 
 
 LOOPS = Loops("retrieval.bm25._compiled", _warm, "bm25-compiled")
-get, load, start_loading, numpy_only = LOOPS.get, LOOPS.load, LOOPS.start_loading, LOOPS.numpy_only
+get = LOOPS.get

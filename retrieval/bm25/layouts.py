@@ -1,56 +1,40 @@
-"""A segmented BM25 view's terms as its query reads them: their postings' layouts, shared by the
-views that follow one another, and the per-view caches of what a query weighs.
+"""A segmented BM25 view's terms as its query reads them, and their postings' layouts, shared by
+the views that follow one another.
 
-Per query term occurrence, each segment's postings give global document positions (segment base
-+ local position, int32) and float64 contributions ``idf * tf * (k1 + 1) / (tf + norm)``. A
-term's postings are kept as its layout (``Layout``): a few pieces (``Piece``), each the positions
-of a run of the segments holding it and, per posting, its code in its segment's grid of (term
-frequency, document length) pairs (``Segment.pair_grid``). Those depend on the segments only, so
-the views that follow one another after changes share them in an LRU; after a change only the
-new segments' postings make a new piece. A view computes ``tf * (k1 + 1) / (tf + norm(dl))``
-once per grid cell of every segment (``Postings.view_table``), and the compiled loops compute a
-posting's contribution where they read it, ``table[offset + code] * idf``: the same operations
-on the same values as per posting, so the same bits, and a new view (a new average length and
-new idfs) weighs nothing again. (Weighing a query's terms again would be a pass over their
-postings in every process after every change.) The numpy path gathers the same table by code
-into weights, kept per view in an LRU for common terms (``cache_min_postings``), and computes
-rarer terms' per posting, kept in a smaller LRU.
-
-A document's length norm ``k1 * (1 - b + b * dl / avgdl)`` is computed where a posting needs
-it (``_per_posting``, ``view_table``), from the stored lengths and the live average length, by
-the same expression everywhere (``_length_norm``).
+A term's postings are kept as its layout (``Layout``): a few pieces (``Piece``), each the global
+document positions of a run of the segments holding it and, per posting, its code in its
+segment's grid of (term frequency, document length) pairs (``Segment.pair_grid``). Those depend
+on the segments only, so the views that follow one another share them in an LRU; after a change
+only the new segments' postings make a new piece. A view computes ``tf * (k1 + 1) / (tf +
+norm(dl))`` once per grid cell of every segment (``Postings.view_table``), and the compiled loops
+compute a posting's contribution where they read it, ``table[offset + code] * idf``: the same
+operations on the same values as per posting, so the same bits, and a new view (a new average
+length, new idfs) weighs no posting again. A length norm ``k1 * (1 - b + b * dl / avgdl)`` is
+computed by the same expression everywhere (``_length_norm``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import ModuleType
-from typing import NamedTuple, TypeVar, cast
+from typing import NamedTuple, cast
 
 import numpy as np
 
-from retrieval.bm25.index import BM25Params
 from retrieval.bm25.segment import PairGrid, Segment
-from retrieval.bm25.vocabulary import Composition
+from retrieval.bm25.vocabulary import BM25Params, Composition
 from retrieval.core.lru import ByteLRU
 
-# The numpy path's term contributions kept per view (bytes), and the shortest postings worth
-# keeping: a query of common terms then reads its float64 weights instead of recomputing them.
-# (The compiled loops weigh each posting where they read it: see ``Term``.)
-WEIGHT_CACHE_BYTES = 64 * 1024 * 1024
-CACHE_MIN_POSTINGS = 2048
 # Terms' pieces (global positions and pair codes), shared by the views of one knowledge base
 # that follow one another (bytes): a new view reads them with its own pair table and idfs,
-# nothing recomputed per posting; the compiled path's terms of a view hold them too. At 6 bytes
-# a posting, the common terms of a 300k-chunk knowledge base's queries fit (~10M postings).
+# nothing recomputed per posting; a view's ``Term``s hold them too. At 6 bytes a posting, the
+# common terms of a 300k-chunk knowledge base's queries fit (~10M postings).
 LAYOUT_CACHE_BYTES = 128 * 1024 * 1024
-RARE_CACHE_BYTES = 8 * 1024 * 1024
 _ENTRY_OVERHEAD = 256  # two array headers and the LRU's slot, roughly
 # A term's postings are kept in pieces (``Layout``): a new last piece at least this fraction
 # of the one before is joined to it, and a term has at most this many.
 PIECE_RATIO = 4
 MAX_PIECES = 6
-Part = tuple[np.ndarray, np.ndarray]  # a term's global positions (ascending), contributions
 
 
 class Holder(NamedTuple):
@@ -59,7 +43,6 @@ class Holder(NamedTuple):
     segment: Segment
     base: int
     local: int
-    postings: int
     index: int  # the segment's position in the view
 
 
@@ -130,16 +113,11 @@ class Term(NamedTuple):
             compiled.scatter_add(buffer, *piece[:4], self.table, self.idf)
 
 
-AnyPart = TypeVar("AnyPart", tuple[np.ndarray, np.ndarray], Term)
-
-
 class Postings:
-    """A view's terms as its query reads them: the compiled loops' ``Term``s (kept in an LRU of
-    ``layout_cache_bytes``), the numpy path's (positions, contributions) (common terms' in an
-    LRU of ``weight_cache_bytes``, rarer ones' in one of ``RARE_CACHE_BYTES``), and the layouts
-    they are made of, in an LRU of ``layout_cache_bytes`` shared with the view before when it
-    keeps that one's vocabulary (layouts are keyed by global term id; versioned by the
-    generation of the view that made them)."""
+    """A view's terms as its query reads them (``Term``s, kept in an LRU of
+    ``layout_cache_bytes``), and the layouts they are made of, in an LRU of the same bound
+    shared with the view before when it keeps that one's vocabulary (layouts are keyed by
+    global term id; versioned by the generation of the view that made them)."""
 
     def __init__(
         self,
@@ -147,17 +125,10 @@ class Postings:
         params: BM25Params,
         before: Postings | None,
         layout_cache_bytes: int,
-        weight_cache_bytes: int,
-        cache_min_postings: int,
     ) -> None:
         self._composition = composition
         self._params = params
-        self._weights: ByteLRU[int, Part] = ByteLRU(weight_cache_bytes, _part_bytes)
         self._terms: ByteLRU[int, Term] = ByteLRU(layout_cache_bytes, _term_bytes)
-        # Rarer terms' positions and contributions, in their own LRU so that they never push
-        # a common term out: computing one costs several numpy calls, reading it one lookup.
-        self._rare: ByteLRU[int, Part] = ByteLRU(RARE_CACHE_BYTES, _part_bytes)
-        self._cache_min_postings = cache_min_postings
         self.layouts: ByteLRU[int, Layout] = (
             before.layouts if before is not None else ByteLRU(layout_cache_bytes, _layout_bytes)
         )
@@ -166,37 +137,21 @@ class Postings:
         # order, and each segment's offset in it (``view_table``; made on first use).
         self._table: tuple[np.ndarray, list[int]] | None = None
 
-    def occurrences(self, query: Sequence[str], term_ids: list[int] | None = None) -> list[Part]:
-        """(global document positions, float64 contributions) of every known query token
-        occurrence, in query order (a repeated token's parts are the same object); their term
-        ids appended to `term_ids` when given. The numpy path's (see ``compiled_terms``)."""
-        return self._each_known(query, self.contributions, term_ids)
-
-    def compiled_terms(self, query: Sequence[str], term_ids: list[int]) -> list[Term]:
-        """``occurrences`` for the compiled loops: each known occurrence's ``Term``."""
-        return self._each_known(query, self.term, term_ids)
-
-    def _each_known(
-        self,
-        query: Sequence[str],
-        lookup: Callable[[str], AnyPart | None],
-        term_ids: list[int] | None,
-    ) -> list[AnyPart]:
-        """`lookup` of every known query token occurrence, in query order (a repeated token's
-        the same object), their term ids appended to `term_ids` when given."""
+    def terms(self, query: Sequence[str], term_ids: list[int]) -> list[Term]:
+        """The ``Term`` of every known query token occurrence, in query order (a repeated
+        token's the same object), their term ids appended to `term_ids`."""
         if isinstance(query, str):
             raise TypeError("query must be a sequence of tokens, not a string")
-        cache: dict[str, AnyPart | None] = {}
-        parts = []
+        cache: dict[str, Term | None] = {}
+        found = []
         for token in query:
             if token not in cache:
-                cache[token] = lookup(token)
-            found = cache[token]
-            if found is not None:
-                parts.append(found)
-                if term_ids is not None:
-                    term_ids.append(self._composition.vocab[token])
-        return parts
+                cache[token] = self.term(token)
+            term = cache[token]
+            if term is not None:
+                found.append(term)
+                term_ids.append(self._composition.vocab[token])
+        return found
 
     def term(self, token: str) -> Term | None:
         """The token's postings as the compiled loops read them: its layout's pieces with the
@@ -221,33 +176,6 @@ class Postings:
         self._terms.put(term_id, term)
         return term
 
-    def contributions(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """The numpy path's (positions, contributions) of a term: from its layout for a term
-        of at least ``cache_min_postings`` postings whose segments all have pair grids (kept
-        per view), else per posting (kept in a smaller LRU)."""
-        composition = self._composition
-        term_id = composition.vocab.get(term)
-        if term_id is None or not composition.df[term_id]:
-            return None
-        cached = self._weights.get(term_id) or self._rare.get(term_id)
-        if cached is not None:
-            return cached
-        holders = self._holders(term)
-        small = sum(h.postings for h in holders) < self._cache_min_postings
-        if small or not all(h.segment.pair_grid is not None for h in holders):
-            computed = self._computed(holders, composition.idf_of(term_id))
-        else:
-            layout = self._layout(term_id, holders)
-            pieces = layout.pieces
-            positions = (
-                pieces[0].positions
-                if len(pieces) == 1
-                else np.concatenate([p.positions for p in pieces], dtype=composition.position_type)
-            )
-            computed = positions, self._weighed(layout, composition.idf_of(term_id))
-        (self._rare if small else self._weights).put(term_id, computed)
-        return computed
-
     def _holders(self, term: str) -> list[Holder]:
         """Each segment holding the term, in view order."""
         found = []
@@ -257,8 +185,7 @@ class Postings:
         ):
             local = segment.vocab.get(term)
             if local is not None:
-                postings = int(segment.offsets[local + 1] - segment.offsets[local])
-                found.append(Holder(segment, base, local, postings, index))
+                found.append(Holder(segment, base, local, index))
         return found
 
     def _positions(self, holders: Sequence[Holder]) -> np.ndarray:
@@ -266,7 +193,7 @@ class Postings:
         array (no copy) when it is the only holder and starts the view."""
         position_type = self._composition.position_type
         parts = []
-        for segment, base, local, _, _ in holders:
+        for segment, base, local, _ in holders:
             start, end = segment.offsets[local], segment.offsets[local + 1]
             docs = segment.post_docs[start:end]
             parts.append(docs if base == 0 else docs + position_type(base))
@@ -275,24 +202,19 @@ class Postings:
         return np.concatenate(parts, dtype=position_type)
 
     def _computed(self, holders: list[Holder], idf: float) -> tuple[np.ndarray, np.ndarray]:
-        """Positions and contributions straight from the postings (a term of few postings)."""
+        """Positions and contributions straight from the postings (of a term some segment
+        without a pair grid holds): ``tf * (k1 + 1) / (tf + norm)`` as rank_bm25 evaluates
+        it, then times idf, in place."""
+        composition, params = self._composition, self._params
         docs = self._positions(holders)
-        tf_parts = [s.post_tf[s.offsets[t] : s.offsets[t + 1]] for s, _, t, _, _ in holders]
-        weights = self._per_posting(np.concatenate(tf_parts, dtype=np.float64), docs)
+        tf_parts = [s.post_tf[s.offsets[t] : s.offsets[t + 1]] for s, _, t, _ in holders]
+        weights = np.concatenate(tf_parts, dtype=np.float64)
+        denominator = _length_norm(composition.lengths.take(docs), composition.avgdl, params)
+        denominator += weights
+        weights *= params.k1 + 1
+        weights /= denominator
         weights *= idf
         return docs, weights
-
-    def _per_posting(self, tf: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """``tf * (k1 + 1) / (tf + norm)`` per posting as rank_bm25 evaluates it, in place in
-        ``tf`` (float64), the norms those of the documents at ``positions``."""
-        composition = self._composition
-        denominator = _length_norm(
-            composition.lengths.take(positions), composition.avgdl, self._params
-        )
-        denominator += tf
-        tf *= self._params.k1 + 1
-        tf /= denominator
-        return tf
 
     def _layout(self, term_id: int, holders: list[Holder]) -> Layout:
         """The term's pieces (global positions and pair codes, ``Piece``), from the views'
@@ -362,30 +284,10 @@ class Postings:
             used,
         )
 
-    def _weighed(self, layout: Layout, idf: float) -> np.ndarray:
-        """The numpy path's contributions of a layout's postings: rank_bm25's
-        ``tf * (k1 + 1) / (tf + norm(dl))`` gathered from the view's pair table by code, then
-        times idf; bit for bit what ``_computed`` gives, and what the compiled loops compute
-        where they read a posting (``Term``)."""
-        table = self.view_table()[0]
-        weights = np.empty(sum(piece.size for piece in layout.pieces))
-        at = 0
-        for piece in layout.pieces:
-            for h in range(piece.holders):
-                start, end = piece.bounds[h], piece.bounds[h + 1]
-                cells = piece.codes[start:end].astype(np.int64)
-                cells += piece.offsets[h]
-                table.take(cells, out=weights[at + start : at + end])
-            at += piece.size
-        weights *= idf
-        return weights
-
     def view_table(self) -> tuple[np.ndarray, list[int]]:
         """``tf * (k1 + 1) / (tf + norm(dl))`` over every segment's pair grid (row-major),
         under this view's average length, concatenated in view order, and each segment's
-        offset in it (a segment without a grid has no cells). Made once per view, on first
-        use (two threads may both make it: the same values): a few hundred thousand cells at
-        most per full-size segment."""
+        offset in it. Made once per view, on first use (two threads may both make it)."""
         found = self._table
         if found is None:
             params, avgdl = self._params, self._composition.avgdl
@@ -406,10 +308,8 @@ class Postings:
 
 def _largest_cells(codes: np.ndarray, grid: PairGrid) -> np.ndarray:
     """Of the grid cells `codes` use, those that can hold their largest value in any view: per
-    term frequency used, the cell of the shortest document among its postings. A cell's value
-    ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` never grows with dl (each float
-    operation is monotonic in its operands), so each row's largest used value is there; a
-    handful of cells per term instead of every cell used."""
+    term frequency used, the cell of the shortest document among its postings (a cell's value
+    never grows with dl: each float operation is monotonic in its operands)."""
     columns = grid.lengths.size
     used = np.bincount(codes, minlength=grid.tf.size * columns).reshape(-1, columns) > 0
     rows = np.flatnonzero(used.any(axis=1))
@@ -444,13 +344,8 @@ def _identity(n: int) -> np.ndarray:
     return identity[:n]
 
 
-def _part_bytes(part: Part) -> int:
-    return part[0].nbytes + part[1].nbytes + _ENTRY_OVERHEAD
-
-
 def _piece_bytes(piece: Piece) -> int:
-    # Positions that are a view of a segment's postings (one holder starting the view) are
-    # the segment's.
+    # Positions that are a view of a segment's postings are the segment's.
     arrays = [piece.codes, piece.bounds, piece.offsets, piece.cells, piece.cell_bounds]
     if piece.positions.base is None:
         arrays.append(piece.positions)

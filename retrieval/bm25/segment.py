@@ -1,16 +1,19 @@
 """An immutable block of a segmented BM25 index: some documents' postings, no global statistics.
 
 A segment holds what depends on its own documents only: their ids (ascending), token counts,
-its vocabulary and CSR postings with term frequencies (the layout of ``BM25Index``). What
-depends on the whole knowledge base (N, average length, document frequencies, idf and the
-epsilon floor) is computed by ``SegmentedIndex`` over a list of segments minus deletions, so
-adding a document never rewrites an existing segment: it adds a small one.
+its vocabulary (``terms``) and CSR postings sorted by term then document: ``offsets`` (int64,
+one past each term's end), ``post_docs`` (int32 document positions) and ``post_tf`` (uint8,
+widened only when a term repeats more often in one document). What depends on the whole
+knowledge base (N, average length, idf) is composed by ``SegmentedIndex`` over a list of
+segments minus deletions, so adding a document adds a small segment and rewrites none.
 
 ``merge`` folds segments into one, dropping deleted documents; the result scores exactly as the
 inputs did (the composed statistics count live documents only, wherever they sit).
 
 Serialised form: an 8-byte magic, a format version, then a pickle (protocol 5) of plain numpy
-arrays and the term list, ``post_docs`` as byte planes (see ``retrieval.bm25.index``).
+arrays and the term list. ``post_docs`` is stored as four byte planes (all low bytes, then all
+second bytes, ...): within a term the positions ascend, so the high planes are long runs that
+zlib squeezes to almost nothing and inflates at memcpy speed (docs/performance.md).
 ``from_bytes`` unpickles: only pass bytes whose HMAC the caller verified.
 """
 
@@ -21,29 +24,20 @@ import struct
 import sys
 from collections.abc import Iterable, Sequence
 from functools import cached_property
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
 
-from retrieval.bm25.index import (
-    _from_byte_planes,
-    _to_byte_planes,
-    invert_ids,
-    narrow_tf,
-    payload_body,
-    to_term_ids,
-)
-
 SEGMENT_FORMAT_VERSION = 1
-# A full-size segment holds at most this many tokens (so at most as many postings): its
-# compressed payload stays in the tens of megabytes, far below Redis's 512 MB value limit and
-# bytea's 1 GB, and loading or building one segment stays a bounded piece of work whatever the
-# knowledge base's size.
+# A full-size segment's tokens (so postings), at most: its payload stays far below Redis's 512 MB
+# value limit and bytea's 1 GB, and loading or building one stays a bounded piece of work.
 MAX_SEGMENT_TOKENS = 16_000_000
 # The most cells a segment's pair grid may have (8 bytes each in every view that uses it).
 MAX_PAIR_CELLS = 1 << 18
 _MAGIC = b"BM25SEG\x00"
 _HEADER = struct.Struct("<8sH")
+_TF_DTYPES = (np.uint8, np.uint16, np.uint32)
 
 
 class PairGrid(NamedTuple):
@@ -70,9 +64,7 @@ class Segment:
     ) -> None:
         """Assemble a segment from its arrays; use `build`, `merge` or `from_bytes` instead."""
         self.doc_ids = doc_ids
-        # The owner of each document (a chunk's document id) when the builder gave them: the
-        # store deletes a document's chunks by it without asking the database.
-        self.groups = groups
+        self.groups = groups  # each document's owner (a chunk's document id), when given
         self.lengths = lengths
         self.terms = terms
         self.vocab = dict(zip(terms, range(len(terms)), strict=True))
@@ -216,8 +208,7 @@ class Segment:
     def holds(self, ids: np.ndarray) -> np.ndarray:
         """Per document of this segment, whether its id is in ``ids`` (sorted, unique): a
         binary search of each of ``ids`` when the segment's ids ascend (as a build's and a
-        merge's do): O(len(ids) log documents), where ``np.isin`` sorts every document of the
-        segment with them, and every process composing a view pays it after every change."""
+        merge's do), where ``np.isin`` would sort every document of the segment."""
         if not self._ids_ascending:
             return np.isin(self.doc_ids, ids)
         found = np.zeros(self.doc_ids.size, dtype=bool)
@@ -259,12 +250,9 @@ class Segment:
     @cached_property
     def pair_grid(self) -> PairGrid | None:
         """Every (term frequency, document length) pair a posting of this segment can have, as
-        a grid: term frequencies 1 .. the largest, by the distinct lengths. A posting's BM25
-        contribution depends on its document only through the pair, so a view computes one
-        value per cell and gathers them by ``pair_codes`` (``SegmentedIndex``). None when the
-        grid would pass ``MAX_PAIR_CELLS`` (a term repeated hundreds of times in a document of
-        a segment with many lengths): the view then computes that segment's contributions
-        per posting."""
+        a grid: term frequencies 1 .. the largest, by the distinct lengths (a posting's
+        contribution depends on its document only through the pair). None when the grid would
+        pass ``MAX_PAIR_CELLS``: the segment's contributions are then computed per posting."""
         lengths, _ = self.length_ranks
         largest = int(self.post_tf.max()) if self.post_tf.size else 0
         if not largest or largest * lengths.size > MAX_PAIR_CELLS:
@@ -313,8 +301,12 @@ class Segment:
     @classmethod
     def from_bytes(cls, data: bytes) -> Segment:
         """Load a `to_bytes` payload. Only pass bytes whose HMAC was verified: this unpickles."""
-        body = payload_body(data, _MAGIC, SEGMENT_FORMAT_VERSION, "BM25 segment")
-        state = pickle.loads(body)  # noqa: S301 -- HMAC-verified
+        if len(data) < _HEADER.size or _HEADER.unpack_from(data)[0] != _MAGIC:
+            raise ValueError("not a BM25 segment payload")
+        version = _HEADER.unpack_from(data)[1]
+        if version != SEGMENT_FORMAT_VERSION:
+            raise ValueError(f"BM25 segment format {version}, expected {SEGMENT_FORMAT_VERSION}")
+        state = pickle.loads(memoryview(data)[_HEADER.size :])  # noqa: S301 -- HMAC-verified
         return cls(post_docs=_from_byte_planes(state.pop("post_docs")), **state)
 
 
@@ -332,3 +324,82 @@ def plan_segments(lengths: Sequence[int], max_tokens: int = MAX_SEGMENT_TOKENS) 
     if start < len(lengths) or not slices:
         slices.append(slice(start, len(lengths)))
     return slices
+
+
+class TermIds(dict):
+    """term -> id, ids given in first-seen order: looking up a term not seen yet gives it the
+    next id (one C-level lookup per token; Python runs once per distinct term)."""
+
+    def __missing__(self, term):
+        term_id = self[term] = len(self)
+        return term_id
+
+
+def to_term_ids(docs: list[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, TermIds]:
+    """`docs` (token lists) as `invert_ids` takes them: every token's term id back to back
+    (int64), each document's length, and the vocabulary (ids in first-seen order)."""
+    lengths = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
+    vocab = TermIds()
+    term_ids = np.fromiter(
+        map(vocab.__getitem__, chain.from_iterable(docs)),
+        dtype=np.int64,
+        count=int(lengths.sum()),
+    )
+    return term_ids, lengths, vocab
+
+
+def invert_ids(
+    term_ids: np.ndarray, lengths: np.ndarray, positions: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Postings of documents given as term ids: ``term_ids`` holds every document's tokens back
+    to back (document i has ``lengths[i]`` of them) as ids 0..V-1, each id occurring at least
+    once; document i is stored at position ``positions[i]`` (default i). Returns the lengths
+    by position, then offsets, post_docs and post_tf (see the module docstring), terms by id.
+    Numpy only (the sort releases the GIL); ``term_ids`` is overwritten when it is int64."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n = lengths.size
+    total = term_ids.size
+    # One sortable key per token, term-major (< V * n <= tokens * docs, far from int64's
+    # limit): sorting groups postings by term then document, and runs of equal keys are the tfs.
+    keys = term_ids.astype(np.int64, copy=False)
+    keys *= n
+    if positions is None:
+        keys += np.repeat(np.arange(n, dtype=np.int64), lengths)
+    else:
+        keys += np.repeat(np.asarray(positions, dtype=np.int64), lengths)
+        by_position = np.empty_like(lengths)
+        by_position[positions] = lengths
+        lengths = by_position
+    keys.sort()
+    starts = _run_starts(keys)
+    tf = np.diff(starts, append=total)
+    term_of, post_docs = np.divmod(keys[starts], max(n, 1))
+    del keys
+    offsets = np.append(_run_starts(term_of), term_of.size)
+    return lengths, offsets, post_docs.astype(np.int32), narrow_tf(tf)
+
+
+def narrow_tf(tf: np.ndarray) -> np.ndarray:
+    """Term frequencies in the smallest unsigned type that holds them."""
+    max_tf = int(tf.max()) if tf.size else 0
+    return tf.astype(next(t for t in _TF_DTYPES if max_tf <= np.iinfo(t).max))
+
+
+def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
+    """Positions where a run of equal values begins (a bool compare: no int64 temporaries)."""
+    changes = np.empty(sorted_values.size, dtype=np.bool_)
+    changes[:1] = True
+    np.not_equal(sorted_values[1:], sorted_values[:-1], out=changes[1:])
+    return np.flatnonzero(changes)
+
+
+def _to_byte_planes(values: np.ndarray) -> np.ndarray:
+    """int32 values -> (4, n) uint8, little-endian byte planes (see the module docstring)."""
+    return np.ascontiguousarray(values.astype("<i4", copy=False).view(np.uint8).reshape(-1, 4).T)
+
+
+def _from_byte_planes(planes: np.ndarray) -> np.ndarray:
+    interleaved = np.empty((planes.shape[1], 4), dtype=np.uint8)
+    for byte, plane in enumerate(planes):  # four contiguous row copies beat one transpose
+        interleaved[:, byte] = plane
+    return interleaved.view("<i4").ravel().astype(np.int32, copy=False)

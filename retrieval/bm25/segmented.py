@@ -1,19 +1,20 @@
 """A read-only BM25 view over a list of segments plus deletions, exact as rank_bm25 over the live
 documents.
 
+The reference is ``rank_bm25.BM25Okapi(live corpus).get_scores(query)`` (0.2.2): a document's
+score sums, over the query's tokens (a repeated one once per occurrence, an unknown one adding
+0), ``idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))``, with ``idf(t) =
+log(N - n_t + 0.5) - log(n_t + 0.5)``; a negative idf (a term in more than half the documents)
+is replaced by ``epsilon`` times the mean raw idf of the vocabulary, itself negative when most
+terms are common (not clamped).
+
 "Live" documents are those of every segment whose id is not in ``deleted`` (or, given
 ``deleted_per_segment``, not in that segment's own deletions: a document id may then be deleted
 from an older segment and live in a newer one, as when a chunk edited in place is re-added with
-its id). ``SegmentedIndex`` ties together three parts, each a module of its own concern:
-
-- ``retrieval.bm25.vocabulary``: what the view composes once when it is made (not per query):
-  N, avgdl, the vocabulary, every term's live document frequency and idf with the epsilon
-  floor, reusing what the view before composed for the segments still here;
-- ``retrieval.bm25.layouts``: its terms as the query reads them, their postings' layouts shared
-  with the views that follow one another, and the per-view caches of their contributions;
-- ``retrieval.bm25.query``: summing a query's contributions in query order and selecting the
-  top k, by the compiled loops (``retrieval.bm25.kernels``) once a process has loaded them, by
-  numpy until then, with the same result bit for bit.
+its id). The view ties together ``retrieval.bm25.vocabulary`` (what it composes once when it
+is made: N, avgdl, the vocabulary, document frequencies and idfs), ``retrieval.bm25.layouts``
+(its terms as the query reads them) and ``retrieval.bm25.query`` (the top k of a query, by the
+compiled loops).
 """
 
 from __future__ import annotations
@@ -23,58 +24,41 @@ from functools import cached_property
 
 import numpy as np
 
-from retrieval.bm25 import kernels
-from retrieval.bm25.index import BM25Params
-from retrieval.bm25.layouts import (
-    CACHE_MIN_POSTINGS,
-    LAYOUT_CACHE_BYTES,
-    WEIGHT_CACHE_BYTES,
-    Postings,
-)
+from retrieval.bm25.layouts import LAYOUT_CACHE_BYTES, Postings
 from retrieval.bm25.query import Scorer
 from retrieval.bm25.segment import Segment
-from retrieval.bm25.vocabulary import Dead, compose, dead_frequencies_of
+from retrieval.bm25.vocabulary import BM25Params, Dead, compose, dead_frequencies_of
 
 
 class SegmentedIndex:
-    """Immutable composed view; the public API of ``BM25Index`` plus the vocabulary."""
+    """Immutable composed view: scores, search and the live vocabulary's statistics."""
 
     def __init__(
         self,
         segments: Sequence[Segment],
         deleted: np.ndarray | Sequence[int] = (),
         params: BM25Params | None = None,
-        weight_cache_bytes: int = WEIGHT_CACHE_BYTES,
         deleted_per_segment: Sequence[np.ndarray] | None = None,
         previous: SegmentedIndex | None = None,
         dead_frequencies: Sequence[Dead | None] | None = None,
         layout_cache_bytes: int = LAYOUT_CACHE_BYTES,
-        cache_min_postings: int = CACHE_MIN_POSTINGS,
     ) -> None:
-        """``previous``: a view this one follows (the same knowledge base one version before).
-        When every segment of it is still here (a delta: segments only added, deletions only
-        grown), its vocabulary and per-segment term ids and document frequencies are reused
-        instead of composed again, which is most of the cost of composing a view (paid by every
-        process after every change). After a merge the segments still here are reused the same
-        way; terms only the folded-away segments held stay in the vocabulary with no live
-        document (never scored, not in ``terms()``), until they are a quarter of it and the view
-        is composed afresh.
+        """``previous``: the view this one follows (the same knowledge base one version
+        before). What it composed for the segments still here (vocabulary, per-segment term ids
+        and document frequencies: most of the cost of composing a view) is reused; terms only
+        segments since folded away held stay in the vocabulary with no live document, until
+        they are a quarter of it (``retrieval.bm25.vocabulary.reusable``).
 
-        ``dead_frequencies``: per segment, (local term ids, how many of the segment's deleted
-        documents hold each), as ``dead_frequencies()`` of a view of the same segments and
-        deletions reports (the manifest carries them, see ``retrieval.bm25store.manifest``).
-        A segment whose deletions changed then has its document frequencies from its own
-        postings counts minus those, instead of one pass over all its postings (up to
-        ``MAX_SEGMENT_TOKENS`` of them, paid by every process at every change). Without
-        that record (the writer of a version, which records it), a view composed on
-        ``previous`` takes that view's counts minus the documents deleted since, found in
-        each term's postings (``retrieval.bm25.vocabulary.live_counts``).
+        ``dead_frequencies``: per segment, (local term ids, how many of its deleted documents
+        hold each), as ``dead_frequencies()`` of a view of the same segments and deletions
+        reports (the manifest carries them): a segment's document frequencies are then its
+        postings counts minus those, not a pass over its postings. Without it, a view on
+        ``previous`` counts the documents deleted since in their terms' postings
+        (``retrieval.bm25.vocabulary.live_counts``).
 
-        Terms' layouts (positions and pair codes, see ``retrieval.bm25.layouts``) are kept in
-        an LRU of ``layout_cache_bytes`` that a view composed on ``previous`` shares with it;
-        the compiled loops' terms of this view in another of the same bound. The numpy path
-        keeps the contributions of terms with at least ``cache_min_postings`` postings in an
-        LRU of ``weight_cache_bytes`` per view. None is counted in ``nbytes``."""
+        Terms' layouts (``retrieval.bm25.layouts``) are kept in an LRU of
+        ``layout_cache_bytes`` shared with ``previous``, this view's terms in another of the
+        same bound; neither is counted in ``nbytes``."""
         self.params = params = params or BM25Params()
         self.segments = tuple(segments)
         self.deleted = np.unique(np.asarray(deleted, dtype=np.int64))
@@ -91,8 +75,6 @@ class SegmentedIndex:
             params,
             previous._postings if previous is not None and composition.follows else None,
             layout_cache_bytes,
-            weight_cache_bytes,
-            cache_min_postings,
         )
         self._scorer = Scorer(composition)
 
@@ -100,8 +82,6 @@ class SegmentedIndex:
         """Per segment, (local term ids, how many of its deleted documents hold each): what a
         later view of the same segments and deletions takes as ``dead_frequencies``."""
         return dead_frequencies_of(self._composition)
-
-    # ------------------------------------------------------------------ statistics
 
     def __len__(self) -> int:
         """Live documents."""
@@ -156,38 +136,29 @@ class SegmentedIndex:
     def total_nbytes(self) -> int:
         return self.nbytes + sum(s.nbytes for s in self.segments)
 
-    # ------------------------------------------------------------------ scoring
-
     def get_scores(self, query: Sequence[str]) -> np.ndarray:
         """BM25 score of every live document, in ``doc_ids`` order (float64)."""
-        parts = self._postings.occurrences(query)
-        ids, dead = self._composition.ids, self._composition.dead
-        scores = np.zeros(ids.size)
-        if parts:
-            docs = np.concatenate([d for d, _ in parts])
-            weights = np.concatenate([w for _, w in parts])
-            scores = np.bincount(docs, weights, minlength=ids.size)
+        scores = self._scorer.scores(self._postings.terms(query, []))
+        dead = self._composition.dead
         return scores if dead is None else scores[~dead]
 
     def search(
         self, query: Sequence[str], top_k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
-        """Up to `top_k` (doc_id, score) with a non-zero score, best first, ties by doc_id;
-        `allowed` (doc ids) restricts the candidates without changing scores. Same contract
-        as ``BM25Index.search``: by the compiled loops once the process has them
-        (``Scorer.compiled_search``), else by numpy (``Scorer.search``)."""
+        """Up to `top_k` (doc_id, score) with a non-zero score, best first, ties by doc_id.
+
+        A document scoring 0 matched nothing, so it is not a candidate. A document can score
+        below 0 while matching (rank_bm25's epsilon floor is negative when the average idf is,
+        as in a knowledge base of one or two documents); it stays a candidate, ranked after
+        every positive one, so small knowledge bases still answer keyword searches.
+        `allowed` (doc ids) restricts the candidates, for filtered searches; scores are
+        unchanged (idf stays that of the whole view)."""
         if top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {top_k}")
         if top_k == 0:
             return []
         term_ids: list[int] = []
-        compiled = kernels.get()
-        if compiled is not None:
-            terms = self._postings.compiled_terms(query, term_ids)
-            if not terms:
-                return []
-            return self._scorer.compiled_search(compiled, terms, term_ids, top_k, allowed)
-        parts = self._postings.occurrences(query, term_ids)
-        if not parts:
+        terms = self._postings.terms(query, term_ids)
+        if not terms:
             return []
-        return self._scorer.search(parts, term_ids, top_k, allowed)
+        return self._scorer.search(terms, term_ids, top_k, allowed)

@@ -2,29 +2,24 @@
 (not per query): exact as rank_bm25's BM25Okapi over the live documents.
 
 - N = live documents and avgdl = their tokens / N (a document's length norm is computed where a
-  posting needs it, from the stored lengths: see ``retrieval.bm25.layouts``; a norm per stored
-  document would be a pass over all of them in every view composed, every process, every change);
-- the global document frequency of every term = the sum over segments of its live postings
-  (a segment without deletions contributes its postings count per term; one with deletions
-  counts its live postings only), so a deleted document stops counting exactly;
+  posting needs it: ``retrieval.bm25.layouts``);
+- every term's document frequency = the sum over segments of its live postings, so a deleted
+  document stops counting exactly;
 - the idf of every term with a live posting and the epsilon floor, ``epsilon * mean raw idf``
-  over that live vocabulary (a term whose documents are all deleted is not in it), kept per
-  document frequency (a few thousand values) and read for a query's terms.
+  over that live vocabulary, kept per document frequency and read for a query's terms.
 
-The vocabulary is one mapping (term -> global term id, ``Vocabulary``) built from the segments'
-term lists; each segment keeps an array mapping its local term ids to global ones, so a query
-looks a term up once and reads its postings segment by segment.
-
-A view composed on the one before (``compose``'s ``previous``) reuses what that one composed for
-the segments still here (``reusable``): its vocabulary, per-segment term ids and document
-frequencies, which are most of the cost of composing a view (paid by every process after every
-change). Integer counts throughout: the same sums whichever way they are reached.
+The vocabulary is one mapping (term -> global term id, ``Vocabulary``); each segment keeps an
+array mapping its local term ids to global ones. A view composed on the one before
+(``compose``'s ``previous``) reuses what that one composed for the segments still here
+(``reusable``): most of the cost of composing a view. Integer counts throughout: the same sums
+whichever way they are reached.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -36,6 +31,21 @@ Dead = tuple[np.ndarray, np.ndarray]  # a segment's local term ids, deleted docu
 MAX_STALE_FRACTION = 0.25  # of the vocabulary, before a view stops reusing the one before
 
 
+@dataclass(frozen=True)
+class BM25Params:
+    """BM25 Okapi tuning; the defaults are rank_bm25's."""
+
+    k1: float = 1.5
+    b: float = 0.75
+    epsilon: float = 0.25
+
+    def __post_init__(self) -> None:
+        # Outside these ranges the length normaliser can reach 0 or go negative and a score
+        # divides by zero.
+        if not self.k1 >= 0 or not 0 <= self.b <= 1:
+            raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got {self}")
+
+
 class Composition(NamedTuple):
     """What a view composed over its segments and their deletions; immutable once made (the view
     may serve searches in several threads, and the next view reads it)."""
@@ -43,9 +53,7 @@ class Composition(NamedTuple):
     segments: tuple[Segment, ...]
     segment_deleted: list[np.ndarray]  # per segment, ids deleted from it (sorted, unique)
     bases: list[int]  # per segment, the global position of its first document
-    # Global document positions as int32 (half the memory and bandwidth of int64) while they
-    # fit, which is any index this service holds.
-    position_type: type
+    position_type: type  # of global document positions: int32 while they fit, else int64
     ids: np.ndarray  # every stored document's id, in view order (deleted ones too)
     lives: list[np.ndarray | None]  # per segment, its live mask (None: every document live)
     dead: np.ndarray | None  # per stored document, whether it is deleted (None: none is)
@@ -56,13 +64,10 @@ class Composition(NamedTuple):
     local_to_global: list[np.ndarray]  # per segment, its local term ids' global ones
     df_parts: list[np.ndarray]  # per segment, its live documents holding each local term
     df: np.ndarray  # per global term id, live documents holding it
-    # idf per document frequency (``floored_idf_by_df``): a term's idf is read only for the
-    # terms of a query, and an array over the whole vocabulary would be computed in every view
-    # composed, where this one has an entry per distinct document frequency.
+    # idf per document frequency (``floored_idf_by_df``), not per term: a query reads a few,
+    # and an array over the vocabulary would be computed in every view composed.
     idf_by_df: np.ndarray
-    # Vocabulary entries no live document holds (terms of folded-away segments kept by reuse,
-    # or of deleted documents): past a quarter of it the next view starts afresh.
-    stale_terms: int
+    stale_terms: int  # vocabulary entries no live document holds (``reusable``)
     follows: bool  # composed on the view before, whose vocabulary and term ids it keeps
 
     def idf_of(self, term_id: int) -> np.float64:
@@ -221,12 +226,10 @@ def reusable(
     segment_deleted: list[np.ndarray],
 ) -> dict[int, Reused]:
     """Per position of ``segments``, what ``previous`` composed for the same segment object:
-    its local-to-global term ids, and its (live mask, document frequencies), ``same`` when the
-    segment's deletions are the same (else they are a base to count from, ``live_counts``).
-    The new view keeps ``previous``'s vocabulary and ids (segments it had and this one has not
-    leave terms without a live document behind). Empty when no segment is shared, or when a
-    quarter of ``previous``'s vocabulary is such terms already: the view is then composed
-    afresh."""
+    its local-to-global term ids and (live mask, document frequencies), ``same`` when the
+    segment's deletions are the same (else a base to count from, ``live_counts``). Empty (the
+    view composed afresh) when no segment is shared, or when a quarter of ``previous``'s
+    vocabulary is terms without a live document already."""
     if previous is None or not previous.segments:
         return {}
     if previous.stale_terms > MAX_STALE_FRACTION * len(previous.vocab):
@@ -255,11 +258,9 @@ class Reused(NamedTuple):
 class Vocabulary:
     """Term -> global term id, grown along the views that follow one another (``successor``):
     a dict no view changes once it is made (``base``), shared by them, plus the terms added
-    since, copied by each view. Copying the whole dict (tens of thousands of terms) for every
-    view would be O(vocabulary) in every process after every change; the terms added since are a
-    few hundred a change, folded into a new base once they pass an eighth of it.
-
-    Ids are given in order of first sight, so iterating yields the terms by id."""
+    since, copied by each view and folded into a new base once they pass an eighth of it (not
+    the whole dict copied per view). Ids are given in order of first sight, so iterating yields
+    the terms by id."""
 
     __slots__ = ("_added", "_base")
     FOLD_FRACTION = 8
@@ -325,10 +326,8 @@ def _document_frequencies(
     previous: Composition | None,
     reused: dict[int, Reused],
 ) -> np.ndarray:
-    """Per global term id, how many live documents hold it: the sum of the segments' parts.
-    A view composed on ``previous`` (``reused`` not empty) starts from its sums, takes away
-    the parts that changed or went and adds the new ones: a few segments' parts instead of
-    all of them (integers: the same sums either way)."""
+    """Per global term id, how many live documents hold it: the sum of the segments' parts,
+    or, on ``previous``, its sums minus the parts that changed or went plus the new ones."""
     df = np.zeros(size, dtype=np.int64)
     if not reused or previous is None:
         for ids, part in zip(local_to_global, parts, strict=True):
@@ -354,14 +353,12 @@ def live_counts(
     dead: Dead | None,
     before: tuple[np.ndarray | None, np.ndarray] | None,
 ) -> np.ndarray:
-    """``live_frequencies``, or, without a record of the dead (``dead``), from ``before`` (a
-    previous view's live mask and frequencies of the same segment) when that view's deletions
-    are all still deleted and the documents deleted since are few: its frequencies minus the
-    terms those documents hold, found in each term's postings by the compiled loops
-    (``holders_by_term``). That is the writer of a change (the Celery worker): one pass reads
-    every posting of a segment of up to ``MAX_SEGMENT_TOKENS`` at each change, where finding a
-    small document's chunks takes, per term, one binary search and a short gallop per chunk
-    (the bound in ``_minus_deleted_since`` chooses). Integer counts: the same whichever way."""
+    """``live_frequencies``, or, without a record of the dead (``dead``: the writer of a
+    change), from ``before`` (a previous view's live mask and frequencies of the same segment)
+    when that view's deletions are all still deleted and the documents deleted since are few:
+    its frequencies minus the terms those documents hold, found in each term's postings by the
+    compiled loops (``holders_by_term``) instead of a pass over every posting. Integer counts:
+    the same whichever way."""
     if dead is None and before is not None and live is not None:
         counted = _minus_deleted_since(segment, live, *before)
         if counted is not None:
@@ -377,8 +374,7 @@ def _minus_deleted_since(
     since = np.flatnonzero(~live if live_before is None else live_before & ~live)
     if not since.size:
         return df_before
-    compiled = kernels.get()
-    if compiled is None or segment.post_docs.dtype != np.int32:
+    if segment.post_docs.dtype != np.int32:
         return None
     terms, postings = len(segment.terms), segment.post_docs.size
     # The searches cost ~terms x (log2(postings per term) + documents) steps at worst
@@ -388,7 +384,7 @@ def _minus_deleted_since(
         return None
     holding = np.empty(terms, dtype=np.int64)
     offsets = np.asarray(segment.offsets, dtype=np.int64)
-    compiled.holders_by_term(offsets, segment.post_docs, since.astype(np.int64), holding)
+    kernels.get().holders_by_term(offsets, segment.post_docs, since.astype(np.int64), holding)
     return df_before - holding
 
 
@@ -425,9 +421,7 @@ def floored_idf_by_df(df: np.ndarray, n: int, epsilon: float) -> np.ndarray:
     The mean is summed per distinct document frequency, in ascending order, not term by term:
     the same to the last bit whatever order the vocabulary is in, so views of the same
     documents composed along different paths (afresh, on a previous view, after a merge) score
-    identically. Summed term by term, a view composed on the one before after a merge (whose
-    vocabulary keeps the order it grew in) could differ from a fresh one by an ulp, which the
-    stateful exactness test, comparing them bit for bit, catches."""
+    identically."""
     terms_with = np.bincount(df) if df.size else np.zeros(1, np.int64)
     terms_with[0] = 0  # terms without a live posting: not in the mean, never read
     distinct = np.flatnonzero(terms_with > 0)  # on booleans: numpy's fastest nonzero
@@ -437,8 +431,6 @@ def floored_idf_by_df(df: np.ndarray, n: int, epsilon: float) -> np.ndarray:
     by_df[distinct] = np.log(n - distinct + 0.5) - np.log(distinct + 0.5)
     present = terms_with[distinct]
     mean = float((by_df[distinct] * present).sum()) / int(present.sum())
-    # Only the distinct frequencies are read: the table is as long as the largest document
-    # frequency (every chunk, for a word each one holds), and passes over it cost.
     negative = distinct[by_df[distinct] < 0]
     by_df[negative] = epsilon * mean
     return by_df

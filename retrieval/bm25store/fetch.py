@@ -38,8 +38,7 @@ from django.db.models.sql.constants import MULTI
 
 from knowledge.models import Chunk, KnowledgeBase
 from knowledge.selectors import SEARCHABLE_CHUNK
-from retrieval.bm25.index import TermIds
-from retrieval.bm25.segment import MAX_SEGMENT_TOKENS, Segment
+from retrieval.bm25.segment import MAX_SEGMENT_TOKENS, Segment, TermIds
 
 # The analyser's normalisation removes C0 controls, so no stored token holds this one.
 _SEPARATOR = "\x1f"

@@ -67,7 +67,6 @@ from django.conf import settings
 from django.dispatch import Signal
 
 from knowledge.models import KnowledgeBase
-from retrieval.bm25 import kernels
 from retrieval.bm25.segment import Segment
 from retrieval.bm25.segmented import SegmentedIndex
 from retrieval.bm25store.build import Built, build_delta, build_full, new_key
@@ -265,14 +264,7 @@ class BM25Store:
         into L2 and L3 for the search processes. The view stays in this process's L1 (least
         recently used first beyond ``BM25_L1_MAX_BYTES``), so the next change's delta starts
         from the segments held instead of loading them all again (that load would be most of
-        what a delta costs).
-
-        The writer composes each version on the one before with no record of the dead yet:
-        BM25's compiled loops spare it a pass over the postings of a segment with new
-        deletions (``SegmentedIndex``), so the first warm starts loading them in the
-        background (a worker does not search, which is what loads them elsewhere)."""
-        if settings.BM25_COMPILED:
-            kernels.start_loading()
+        what a delta costs)."""
         return self._get(knowledge_base, allow_stale=False)
 
     def invalidate(self, knowledge_base_id: int) -> None:

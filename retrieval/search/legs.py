@@ -25,14 +25,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-from django.conf import settings
 from django.db import DatabaseError
 
 from knowledge import selectors
 from knowledge.analysis import get_analyzer
 from knowledge.embeddings import EmbeddingError, config_for_knowledge_base, get_embedder
 from knowledge.models import KnowledgeBase
-from retrieval.bm25 import kernels
 from retrieval.bm25.segmented import SegmentedIndex
 from retrieval.bm25store import BM25Store, bm25_available
 from retrieval.core.filter_sql import allowed_chunk_ids
@@ -256,8 +254,6 @@ class Legs:
                 raise  # ...but a failing replica is the route's: the service retries on the primary
             logger.exception("BM25 index unavailable for knowledge base %s", kb.pk)
             raise CannotRun("BM25 unavailable") from None
-        if settings.BM25_COMPILED:
-            kernels.start_loading()  # unless the warm-up has: in the background, for later searches
         analyzer = get_analyzer(kb.user_words)
         tokens = analyzer.tokens(self.query)
         allowed_ids = allowed()

@@ -150,15 +150,11 @@ class Part:
         return rows if self.live is None else rows[self.live[rows]]
 
     def _loops(self):
-        """The compiled loops when this part's rows are to be bounded on their codes first,
-        else None (and, for a base with codes, they are loaded in the background for later
-        searches unless the warm-up has)."""
+        """The compiled loops when this part's rows are to be bounded on their codes first
+        (loaded now unless the warm-up has), else None."""
         if self.ivf is None or self.ivf.codes is None or not settings.VECTOR_IVF_CODES:
             return None
-        loops = kernels.get()
-        if loops is None:
-            kernels.start_loading()
-        return loops
+        return kernels.get()
 
     def probed(self, query: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
         """(ids, scores) of live rows of the IVF lists nearest to ``query`` (a unit vector),

@@ -181,6 +181,7 @@ RETRIEVAL_PARTS: dict[str, set[str]] = {
     "tasks": {"changes", "vector"},
     "signals": {"core", "bm25store", "changes"},
     "warmup": {"bm25", "bm25store", "vector"},
+    "precompile": {"bm25", "vector"},
     "api": {"search"},
     "langchain": {"search", "vector"},
     "mcp": {"api", "langchain", "search"},
@@ -273,9 +274,9 @@ LOCAL_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
     ("retrieval/langchain/__init__.py", "__getattr__"): (
         "names loaded on first use: langchain-core and the service only when one is used"
     ),
-    ("retrieval/compiled.py", "Loops.load"): (
-        "the numba loops (retrieval.bm25._compiled, retrieval.vector._compiled): an optional "
-        "heavy dependency, loaded in the background, never on import"
+    ("retrieval/compiled.py", "Loops._load"): (
+        "the numba loops (retrieval.bm25._compiled, retrieval.vector._compiled): a heavy "
+        "dependency, loaded by the warm-up or the first caller, never on import"
     ),
     ("retrieval/bm25store/availability.py", "_importable"): (
         "imports BM25's third-party dependencies by name to find out whether they are installed"

@@ -20,8 +20,6 @@ KEYS = {
     "speedup",
     "max_abs_score_diff",
     "search_max_score_diff",
-    "query_path",
-    "numpy_query_p50_ms",
     "payload_bytes",
     "load_l2_ms",
     "load_l3_ms",

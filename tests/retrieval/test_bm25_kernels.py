@@ -1,13 +1,12 @@
-"""Loading BM25's compiled query loops (retrieval.bm25.kernels): once, never waited for, and a
-process without numba answers the same on the numpy path. What the loops compute is checked
-against the numpy path and one index in tests/retrieval/test_bm25_segments.py."""
+"""Loading BM25's compiled query loops (retrieval.bm25.kernels): once per process, by the first
+caller while the others wait for it, and an error naming numba when it is missing. What the loops
+compute is checked against rank_bm25 in tests/retrieval/test_bm25_segments.py."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
-import threading
 
 import pytest
 from django.conf import settings as django_settings
@@ -15,7 +14,7 @@ from django.conf import settings as django_settings
 from retrieval.bm25 import kernels
 from retrieval.search import RAGService
 
-_SEARCH = """
+_VIEW = """
     from retrieval.bm25 import Segment, SegmentedIndex, kernels
     view = SegmentedIndex([Segment.build([1, 2, 3], [["pump", "seal"], ["pump"], ["valve"]])])
 """
@@ -29,62 +28,72 @@ def _run(script: str) -> list[str]:
     return done.stdout.split("\n")[:-1]
 
 
-def test_the_loops_load_once_and_numpy_only_suspends_them():
-    assert kernels.load() and kernels.load()  # the second call finds them loaded
+def test_the_loops_load_once():
     loops = kernels.get()
-    assert loops is not None and callable(loops.scatter_add)
-    assert kernels.start_loading() is None  # nothing left to load
-    with kernels.numpy_only():
-        with kernels.numpy_only():
-            assert kernels.get() is None
-        assert kernels.get() is None  # still inside the outer one
-    assert kernels.get() is loops
+    assert callable(loops.scatter_add) and kernels.get() is loops
 
 
-def test_a_new_process_answers_on_numpy_until_the_background_load_is_done():
+def test_concurrent_first_searches_wait_for_one_load_and_answer_alike():
     lines = _run(
-        _SEARCH
+        _VIEW
         + """
-    first = view.search(["pump", "seal"], 2)
-    print(kernels.get() is None)
-    thread = kernels.start_loading()
-    print(kernels.start_loading() is None)  # one load at a time
-    thread.join()
-    print(kernels.get() is not None, view.search(["pump", "seal"], 2) == first, first)
+    import threading
+    from retrieval.bm25.kernels import LOOPS
+    warmed, warm = [], LOOPS.warm
+    LOOPS.warm = lambda module: warmed.append(1) or warm(module)
+    print(LOOPS._loaded is None)  # nothing loaded on import
+    found = []
+    threads = [
+        threading.Thread(target=lambda: found.append(view.search(["pump", "seal"], 2)))
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(len(warmed), len(found), all(f == found[0] for f in found), found[0])
     """
     )
-    assert lines[:2] == ["True", "True"]
-    assert lines[2].startswith("True True [(1, ")
+    assert lines[0] == "True"
+    assert lines[1].startswith("1 4 True [(1, ")
 
 
-def test_without_numba_the_numpy_path_answers():
+def test_without_numba_a_search_fails_saying_so():
     lines = _run(
         """
     import sys
     sys.modules["numba"] = None  # as if not installed: importing it raises ImportError
     """
-        + _SEARCH
+        + _VIEW
         + """
-    print(kernels.load(), kernels.get() is None, [d for d, _ in view.search(["pump"], 5)])
+    from retrieval.compiled import LoopsUnavailable
+    for _ in range(2):  # asked again: the same error, not a silent answer
+        try:
+            view.search(["pump"], 5)
+        except LoopsUnavailable as exc:
+            print(exc)
     """
     )
-    assert lines == ["False True [2, 1]"]
+    assert len(lines) == 2 and lines[0] == lines[1]
+    assert "numba is a required dependency" in lines[0] and "make install" in lines[0]
+
+
+def test_precompiling_loads_every_loop():
+    lines = _run(
+        """
+    from retrieval import precompile
+    from retrieval.bm25 import kernels as bm25_kernels
+    from retrieval.vector import kernels as vector_kernels
+    precompile.main()
+    print(bm25_kernels.LOOPS._loaded is not None, vector_kernels.LOOPS._loaded is not None)
+    """
+    )
+    assert lines == ["True True"]
 
 
 @pytest.mark.django_db
-def test_a_search_starts_loading_the_loops_in_a_process_that_has_not(
-    manuals, monkeypatch, settings
-):
-    monkeypatch.setattr(kernels.LOOPS, "_tried", False)
+def test_a_search_loads_the_loops_in_a_process_that_has_not(manuals, monkeypatch):
     monkeypatch.setattr(kernels.LOOPS, "_loaded", None)
     result = RAGService(manuals.tenant).search("pump seal", manuals.pk, mode="keyword")
-    assert result.hits  # answered without waiting (the numpy path, or the loops if done)
-    for thread in [t for t in threading.enumerate() if t.name == "bm25-compiled"]:
-        thread.join()
-    assert kernels.get() is not None
-
-    monkeypatch.setattr(kernels.LOOPS, "_tried", False)
-    monkeypatch.setattr(kernels.LOOPS, "_loaded", None)
-    settings.BM25_COMPILED = False
-    RAGService(manuals.tenant).search("pump seal", manuals.pk, mode="keyword")
-    assert kernels.get() is None and not kernels.LOOPS._tried  # switched off: never loaded
+    assert result.hits
+    assert kernels.LOOPS._loaded is not None

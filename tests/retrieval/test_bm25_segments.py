@@ -21,7 +21,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from bench.synthetic import sample_queries, zipf_corpus
 from retrieval.bm25 import (
-    BM25Index,
     Segment,
     SegmentedIndex,
     _compiled,
@@ -30,31 +29,7 @@ from retrieval.bm25 import (
     plan_segments,
     vocabulary,
 )
-from retrieval.bm25 import query as bm25_query
 from retrieval.bm25store.manifest import Manifest
-
-
-def pytest_generate_tests(metafunc):
-    """Every test here runs on both query paths (``query_path``), except those marked
-    ``numpy_path`` (they spy on the numpy path's own steps)."""
-    if "query_path" in metafunc.fixturenames:
-        numpy_only = metafunc.definition.get_closest_marker("numpy_path") is not None
-        paths = ["numpy"] if numpy_only else ["compiled", "numpy"]
-        metafunc.parametrize("query_path", paths, indirect=True)
-
-
-@pytest.fixture(autouse=True)
-def query_path(request):
-    """Searches take the compiled loops (``retrieval.bm25.kernels``) or the numpy path. The
-    Hypothesis machine's TestCase (unittest) is not parametrized: it keeps the loops and
-    compares them with the numpy path itself."""
-    assert kernels.load(), "numba is a runtime requirement: the compiled loops must load"
-    if getattr(request, "param", None) == "numpy":
-        with kernels.numpy_only():
-            yield "numpy"
-    else:
-        yield "compiled"
-
 
 TOKENS = ["sensor", "the", "pump", "a", "传感器", "温度", "th01", "v2.3.1"]
 QUERIES = [["sensor"], ["the", "pump"], ["传感器", "温度", "sensor"], ["a", "a", "th01"], ["zz"]]
@@ -68,6 +43,17 @@ def reference_scores(corpus: list[list[str]], query: list[str]) -> np.ndarray:
     if not any(corpus):  # rank_bm25 divides by zero without tokens: nothing can match
         return np.zeros(len(corpus))
     return rank_bm25.BM25Okapi(corpus).get_scores(query)
+
+
+def reference_top(ids, scores: np.ndarray, k: int, allowed=None) -> list[tuple[int, float]]:
+    """What a search must return given every document's scores (rank_bm25's): the non-zero
+    ones of allowed ids, best first, ties by id."""
+    hits = [
+        (d, s)
+        for d, s in zip(ids, scores.tolist(), strict=True)
+        if s != 0 and (allowed is None or d in allowed)
+    ]
+    return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:k]
 
 
 def test_a_deletion_in_one_segment_changes_every_statistic_exactly_by_hand():
@@ -122,8 +108,8 @@ def test_empty_segments_and_everything_deleted_score_nothing():
 
 def test_a_negative_average_idf_ranks_as_in_one_index():
     view = SegmentedIndex([Segment.build([1], [["a"]]), Segment.build([2], [["a", "b"]])])
-    single = BM25Index.build([1, 2], [["a"], ["a", "b"]])
-    ours, theirs = view.search(["a"], 5), single.search(["a"], 5)
+    theirs = reference_top([1, 2], reference_scores([["a"], ["a", "b"]], ["a"]), 5)
+    ours = view.search(["a"], 5)
     assert [d for d, _ in ours] == [d for d, _ in theirs] == [2, 1]
     assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-12)
     assert all(s < 0 for _, s in ours)
@@ -139,13 +125,13 @@ def test_segments_of_a_larger_corpus_match_one_index_and_survive_a_round_trip():
     view = SegmentedIndex(segments, deleted=deleted)
     live = [doc for i, doc in zip(ids.tolist(), corpus, strict=True) if i % 7 != 3]
     live_ids = [i for i in ids.tolist() if i % 7 != 3]
-    single = BM25Index.build(live_ids, live)
     reference = rank_bm25.BM25Okapi(live)
     for query in sample_queries(corpus, 40, seed=5):
         np.testing.assert_allclose(
             view.get_scores(query), reference.get_scores(query), rtol=0, atol=1e-6
         )
-        ours, theirs = view.search(query, 30), single.search(query, 30)
+        ours = view.search(query, 30)
+        theirs = reference_top(live_ids, reference.get_scores(query), 30)
         assert [d for d, _ in ours] == [d for d, _ in theirs]
         assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
     merged = SegmentedIndex([Segment.merge(segments, deleted)])
@@ -191,9 +177,7 @@ def test_recorded_dead_frequencies_spare_the_count_and_a_wrong_record_is_not_tru
         SegmentedIndex(segments, deleted=deleted, dead_frequencies=record[:2])
 
 
-def test_the_writer_counts_a_few_new_deletions_from_the_view_before_without_a_pass(
-    monkeypatch, query_path
-):
+def test_the_writer_counts_a_few_new_deletions_from_the_view_before_without_a_pass(monkeypatch):
     # The Celery worker composes each change's view on the one before, with no record of the
     # dead (it writes that record): a few documents deleted since are looked up in each term's
     # postings by the compiled loops instead of a pass over all of them.
@@ -226,11 +210,10 @@ def test_the_writer_counts_a_few_new_deletions_from_the_view_before_without_a_pa
             np.testing.assert_array_equal(followed.get_scores(query), fresh.get_scores(query))
         return followed
 
-    compiled = query_path == "compiled"
     # Two documents of the first segment deleted since: counted from the view before.
-    after = check([*first, 10, 1_990], before, [] if compiled else [2_000])
+    after = check([*first, 10, 1_990], before, [])
     # Again on that view, with a document of the second segment whose df had no deletions.
-    check([*first, 10, 1_990, 3_001], after, [] if compiled else [2_000])
+    check([*first, 10, 1_990, 3_001], after, [])
     # Hundreds deleted since: one pass is cheaper than the searches, and is taken.
     many = [*first, *range(1, 2_000, 5)]
     check(many, before, [2_000])
@@ -449,9 +432,9 @@ def test_a_common_term_can_outscore_the_rare_terms_documents_and_is_not_pruned()
     view = SegmentedIndex(
         [Segment.build(ids[:50], corpus[:50]), Segment.build(ids[50:], corpus[50:])]
     )
-    single = BM25Index.build(ids, corpus)
     for query, k in ((["x", "y"], 2), (["y", "x", "x"], 5), (["x", "y"], 50)):
-        ours, theirs = view.search(query, k), single.search(query, k)
+        ours = view.search(query, k)
+        theirs = reference_top(ids, reference_scores(corpus, query), k)
         assert [d for d, _ in ours] == [d for d, _ in theirs]
         assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
     assert view.search(["x", "y"], 2)[0][0] < 40  # an "x"-only document leads
@@ -465,29 +448,22 @@ def test_full_size_segments_hold_at_most_their_token_budget():
         plan_segments([1], max_tokens=0)
 
 
-def test_cached_term_weights_give_the_same_answers_and_stay_within_their_budget():
+def test_cached_terms_give_the_same_answers_and_stay_within_their_budget():
     corpus = zipf_corpus(4_000, vocab=500, mean_len=30, seed=2)
     segments = [
         Segment.build(range(i, i + 1_000), corpus[i : i + 1_000]) for i in range(0, 4_000, 1_000)
     ]
     budget = 100_000
-    view = SegmentedIndex(segments, weight_cache_bytes=budget, layout_cache_bytes=budget)
+    view = SegmentedIndex(segments, layout_cache_bytes=budget)
     queries = [*sample_queries(corpus, 30, seed=2), ["t0"], ["t0", "t1", "t0"]]
     first = [view.search(q, 20) for q in queries]
     assert [view.search(q, 20) for q in queries] == first  # now partly from the cache
-    # The numpy path keeps weights, the compiled loops terms (pieces to weigh as they read).
-    cache = view._postings._weights if kernels.get() is None else view._postings._terms
-    assert 0 < cache.nbytes <= budget
+    assert 0 < view._postings._terms.nbytes <= budget
     reference = rank_bm25.BM25Okapi(corpus)
     for query, hits in zip(queries, first, strict=True):
         expected = reference.get_scores(query)
         top = sorted(range(4_000), key=lambda i: (-expected[i], i))[:20]
         assert [d for d, _ in hits] == top
-
-
-def _common_terms_view(segments, **options):
-    """A view computing every term from its layout (as common terms are), on ``segments``."""
-    return SegmentedIndex(segments, cache_min_postings=1, **options)
 
 
 def test_contributions_from_pair_codes_are_the_per_posting_ones_to_the_bit(monkeypatch):
@@ -497,20 +473,26 @@ def test_contributions_from_pair_codes_are_the_per_posting_ones_to_the_bit(monke
         Segment.build(range(i, i + 1_000), corpus[i : i + 1_000]) for i in range(0, 3_000, 1_000)
     ]
     queries = [*sample_queries(corpus, 20, seed=5), ["t3"], ["t0", "t3", "t0"]]
-    per_posting = SegmentedIndex(segments, deleted=[3, 1_500], cache_min_postings=10**9)
-    coded = _common_terms_view(segments, deleted=[3, 1_500])
+    coded = SegmentedIndex(segments, deleted=[3, 1_500])
+    for query in queries:
+        coded.search(query, 10)
+    assert all(s.pair_grid is not None for s in segments)
+    assert coded._postings.layouts.nbytes > 0
+    # Segments without a grid: every contribution computed per posting.
+    monkeypatch.setattr("retrieval.bm25.segment.MAX_PAIR_CELLS", 0)
+    ungridded = [Segment.build(s.doc_ids, _documents_of(s)) for s in segments]
+    per_posting = SegmentedIndex(ungridded, deleted=[3, 1_500])
+    assert all(s.pair_grid is None for s in ungridded)
     for query in queries:
         np.testing.assert_array_equal(coded.get_scores(query), per_posting.get_scores(query))
         assert coded.search(query, 10) == per_posting.search(query, 10)
-    assert all(s.pair_grid is not None for s in segments)
-    assert coded._postings.layouts.nbytes > 0 and len(coded._postings._weights._entries) > 0
     # A segment whose grid would be too large is computed per posting, beside coded ones.
     monkeypatch.setattr("retrieval.bm25.segment.MAX_PAIR_CELLS", 40 * 30)
     rebuilt = [Segment.build(s.doc_ids, _documents_of(s)) for s in segments]
     assert rebuilt[0].pair_grid is None and rebuilt[1].pair_grid is not None
     with pytest.raises(ValueError, match="no pair grid"):
         rebuilt[0].pair_codes(0)
-    mixed = _common_terms_view(rebuilt, deleted=[3, 1_500])
+    mixed = SegmentedIndex(rebuilt, deleted=[3, 1_500])
     reference = rank_bm25.BM25Okapi([d for i, d in enumerate(corpus) if i not in (3, 1_500)])
     for query in queries:
         np.testing.assert_array_equal(mixed.get_scores(query), per_posting.get_scores(query))
@@ -567,13 +549,13 @@ def test_views_after_a_change_reuse_the_layouts_of_the_segments_they_share():
     corpus = zipf_corpus(2_000, vocab=200, mean_len=20, seed=9)
     segments = [Segment.build(range(1_000), corpus[:1_000])]
     segments.append(Segment.build(range(1_000, 2_000), corpus[1_000:]))
-    first = _common_terms_view(segments)
+    first = SegmentedIndex(segments)
     first.get_scores(["t0", "t1"])
     t0, t1 = _layout(first, "t0"), _layout(first, "t1")
     assert len(t0.pieces) == 1 and t0.pieces[0].holders == 2
     # A new segment holding t0 only, and a deletion: a new average length and new idfs.
     segments.append(Segment.build([5_000], [["t0", "zz"]]))
-    second = _common_terms_view(segments, deleted=[4], previous=first)
+    second = SegmentedIndex(segments, deleted=[4], previous=first)
     fresh = SegmentedIndex(segments, deleted=[4])
     for query in (["t0"], ["t1"], ["t0", "t1", "zz"]):
         np.testing.assert_array_equal(second.get_scores(query), fresh.get_scores(query))
@@ -585,7 +567,7 @@ def test_views_after_a_change_reuse_the_layouts_of_the_segments_they_share():
     assert len(grown.pieces) == 2 and grown.pieces[0] is t0.pieces[0]
     assert grown.pieces[1].positions.tolist() == [2_000]
     # An older view still serving searches leaves the newer layout in place.
-    first._postings.contributions("t0")
+    first._postings._layout(first._composition.vocab["t0"], first._postings._holders("t0"))
     assert _layout(second, "t0") is grown
 
 
@@ -594,13 +576,13 @@ def test_a_term_keeps_few_pieces_as_segments_arrive_one_by_one():
     grow (``_PIECE_RATIO``, ``_MAX_PIECES``), and every view scores as one composed afresh."""
     corpus = zipf_corpus(3_000, vocab=100, mean_len=20, seed=13)
     segments = [Segment.build(range(2_000), corpus[:2_000])]
-    view = _common_terms_view(segments)
+    view = SegmentedIndex(segments)
     queries = [["t0"], ["t0", "t5", "t0"], ["t1", "t2", "t40"]]
     deleted: list[int] = []
     for start in range(2_000, 3_000, 20):
         segments.append(Segment.build(range(start, start + 20), corpus[start : start + 20]))
         deleted.append(start - 7)
-        view = _common_terms_view(segments, deleted=deleted, previous=view)
+        view = SegmentedIndex(segments, deleted=deleted, previous=view)
         fresh = SegmentedIndex(segments, deleted=deleted)
         for query in queries:
             assert view.search(query, 10) == fresh.search(query, 10)
@@ -616,7 +598,7 @@ def test_the_layout_cache_stays_within_its_budget():
     segments = [Segment.build(range(0, 1_500), corpus[:1_500])]
     segments.append(Segment.build(range(1_500, 3_000), corpus[1_500:]))
     budget = 60_000
-    view = _common_terms_view(segments, layout_cache_bytes=budget)
+    view = SegmentedIndex(segments, layout_cache_bytes=budget)
     for query in sample_queries(corpus, 40, seed=4):
         view.search(query, 10)
     assert 0 < view._postings.layouts.nbytes <= budget
@@ -627,11 +609,9 @@ def test_segment_payload_refuses_other_formats():
     with pytest.raises(ValueError, match="format"):
         Segment.from_bytes(payload[:8] + b"\x09\x00" + payload[10:])
     with pytest.raises(ValueError, match="not a BM25 segment payload"):
-        Segment.from_bytes(BM25Index.build([1], [["a"]]).to_bytes())
+        Segment.from_bytes(b"BM25IDX\x00" + payload[8:])  # another magic
     with pytest.raises(ValueError, match="not a BM25 segment payload"):
         Segment.from_bytes(b"BM25")  # shorter than a header
-    with pytest.raises(ValueError, match="not a BM25 index payload"):
-        BM25Index.from_bytes(payload)
 
 
 # --------------------------------------------------------------------------- stateful
@@ -686,12 +666,7 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
         # same, whether it could reuse that one's vocabulary (segments only added) or not.
         # It computes every term from layouts and pair codes, as common terms are, shared
         # along this chain of views (adds, deletions and merges in between).
-        followed = SegmentedIndex(
-            self.segments,
-            deleted=sorted(self.deleted),
-            previous=self.view,
-            cache_min_postings=1,
-        )
+        followed = SegmentedIndex(self.segments, deleted=sorted(self.deleted), previous=self.view)
         # ... and so does one composed from the dead frequencies the view before recorded
         # (as a search process composes a stored manifest's version): with the counts for
         # segments whose deletions did not change since, a count for the others.
@@ -724,13 +699,6 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
             ) == said
             for query, scores in zip(QUERIES, scored, strict=True):
                 np.testing.assert_array_equal(serving.get_scores(query), scores)
-        assert kernels.get() is not None  # (the fixture does not parametrize this class)
-        for query in QUERIES:  # the compiled loops answer as the numpy path, to the bit
-            for k in (1, 5):
-                for allowed in (None, np.array(sorted(self.corpus)[::2])):
-                    with kernels.numpy_only():
-                        expected = view.search(query, k, allowed)
-                    assert view.search(query, k, allowed) == expected
         for other in (followed, from_record, exact):
             assert other.doc_ids.tolist() == view.doc_ids.tolist()
             for query in QUERIES:
@@ -742,15 +710,17 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
         live_ids = view.doc_ids.tolist()
         assert sorted(live_ids) == sorted(set(self.corpus) - self.deleted)
         live = [self.corpus[i] for i in live_ids]
+        half = sorted(self.corpus)[::2]
         for query in QUERIES:
             scores = view.get_scores(query)
             np.testing.assert_allclose(scores, reference_scores(live, query), rtol=0, atol=1e-6)
-            ranked = sorted(
-                ((d, s) for d, s in zip(live_ids, scores.tolist(), strict=True) if s != 0),
-                key=lambda hit: (-hit[1], hit[0]),
-            )
-            found = view.search(query, 5)
-            assert [d for d, _ in found] == [d for d, _ in ranked[:5]]
+            for k in (1, 5):
+                for allowed in (None, half):
+                    ranked = reference_top(
+                        live_ids, scores, k, None if allowed is None else set(allowed)
+                    )
+                    found = view.search(query, k, None if allowed is None else np.array(allowed))
+                    assert found == ranked
         if live and any(live):
             reference = rank_bm25.BM25Okapi(live)
             assert set(view.terms()) == set(reference.idf)  # the floored idfs
@@ -766,8 +736,8 @@ test_segmented_index_stays_exact = SegmentedIndexMachine.TestCase
 
 def _several_common_terms():
     """8k documents in 4 segments, 1 in 17 deleted, and queries mixing common and rare terms
-    (sampled; pairs of common terms with a rare one; repeated tokens): the view, one index of
-    the live documents, the live ids, the queries."""
+    (sampled; pairs of common terms with a rare one; repeated tokens): the view, one segment of
+    the live documents, rank_bm25 over them, the live ids, the queries."""
     corpus = zipf_corpus(8_000, vocab=3_000, mean_len=30, seed=11)
     ids = list(range(8_000))
     segments = [
@@ -780,38 +750,9 @@ def _several_common_terms():
     queries += [[a, b, q[-1]] for a, b in itertools.pairwise(common) for q in queries[:8]]
     queries += [[a, q[0], a] for a in common[:3] for q in queries[:6]]  # repeated tokens
     view = SegmentedIndex(segments, deleted=deleted)
-    return view, BM25Index.build(live, [corpus[i] for i in live]), live, queries
-
-
-@pytest.mark.numpy_path
-def test_maxscore_over_several_common_terms_finds_the_exact_top_k(monkeypatch):
-    """Queries mixing common and rare terms, with deletions and `allowed`: the top k (ids and
-    scores) is the single index's, whichever way MaxScore went (pruned with binary searches or
-    dense lookups, or summed on from the partial scores); each way is taken at least once."""
-    view, single, live, queries = _several_common_terms()
-    seen: dict[str, int] = {"pruned": 0, "summed on": 0, "searched": 0, "dense": 0}
-    pruned, searched = bm25_query.Scorer._pruned, bm25_query._searched
-
-    def spy_pruned(self, *args):
-        found = pruned(self, *args)
-        seen["pruned" if found is not None else "summed on"] += 1
-        return found
-
-    def spy_searched(keys, postings):
-        found = searched(keys, postings)
-        seen["searched" if found else "dense"] += 1
-        return found
-
-    monkeypatch.setattr(bm25_query.Scorer, "_pruned", spy_pruned)
-    monkeypatch.setattr(bm25_query, "_searched", spy_searched)
-    allowed = np.array(live[::3])
-    for query in queries:
-        for k in (1, 10, 30):
-            for only in (None, allowed):
-                ours, theirs = view.search(query, k, only), single.search(query, k, only)
-                assert [d for d, _ in ours] == [d for d, _ in theirs], (query, k)
-                assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
-    assert all(seen.values()), seen
+    documents = [corpus[i] for i in live]
+    single = SegmentedIndex([Segment.build(live, documents)])
+    return view, single, rank_bm25.BM25Okapi(documents), live, queries
 
 
 class _Counting:
@@ -830,30 +771,29 @@ class _Counting:
         return counted
 
 
-@pytest.mark.numpy_path  # it chooses the path itself, call by call
 def test_the_compiled_loops_find_the_exact_top_k_whichever_way_they_go(monkeypatch):
-    """Against the numpy path (ids and scores bit for bit) and one index (scores within 1e-9), with
-    deletions and `allowed`, top k of 1, 10 and 30; each way the compiled loops can go is
-    taken at least once: one term alone, every posting summed (no MaxScore split), MaxScore
-    given up after its guess, after theta, or for too many candidates, and MaxScore pruned."""
-    view, single, live, queries = _several_common_terms()
+    """Against one segment of the live documents (the same sums: ids and scores bit for bit)
+    and rank_bm25 (scores within 1e-9), with deletions and `allowed`, top k of 1, 10 and 30;
+    each way the loops can go is taken at least once: one term alone, every posting summed (no
+    MaxScore split), MaxScore given up after its guess, after theta, or for too many
+    candidates, and MaxScore pruned."""
+    view, single, reference, live, queries = _several_common_terms()
     queries += [["t0"], ["t0", "t1", "t2", "t3"]]  # one term alone; four common ones
-    counting, compiled = _Counting(_compiled), [False]
-    monkeypatch.setattr(kernels, "get", lambda: counting if compiled[0] else None)
+    counting = _Counting(_compiled)
+    monkeypatch.setattr(kernels, "get", lambda: counting)
     seen = collections.Counter()
     allowed = np.array(live[::3])
     for query in queries:
+        scores = reference.get_scores(query)
         for k in (1, 10, 30):
             for only in (None, allowed):
-                compiled[0] = False
-                expected = view.search(query, k, only)
-                compiled[0] = True
+                expected = single.search(query, k, only)
                 counting.calls.clear()
                 found = view.search(query, k, only)
                 assert found == expected, (query, k)
-                # One index's scores may differ in the last bits (its sums' lengths and idfs
-                # are its own), so a tie there may break the other way: scores only.
-                theirs = single.search(query, k, only)
+                # rank_bm25's scores may differ in the last bits (its idfs are its own), so a
+                # tie there may break the other way: scores only.
+                theirs = reference_top(live, scores, k, None if only is None else set(only))
                 assert [s for _, s in found] == pytest.approx([s for _, s in theirs], abs=1e-9)
                 calls = counting.calls
                 if calls["best_of"] and not calls["add_found"]:

@@ -26,7 +26,7 @@ from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services import documents as document_services
 from knowledge.services.knowledge_bases import create_knowledge_base
 from rag_project import embedded
-from retrieval.bm25 import BM25Index
+from retrieval.bm25 import SegmentedIndex
 from retrieval.bm25.segment import SEGMENT_FORMAT_VERSION, Segment
 from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, availability, fetch
 from retrieval.bm25store.fetch import fetch_segments, fetch_tokens
@@ -601,8 +601,8 @@ def test_searches_stay_correct_while_redis_is_down(caplog):
 
 
 def test_l1_is_bounded_in_bytes_and_evicts_the_least_recently_used():
-    def index(n: int) -> BM25Index:
-        return BM25Index.build(list(range(n)), [[f"t{i}", "common"] for i in range(n)])
+    def index(n: int) -> SegmentedIndex:
+        return SegmentedIndex([Segment.build(range(n), [[f"t{i}", "common"] for i in range(n)])])
 
     small, other, large = index(50), index(50), index(400)
     lru = ByteLRU(max_bytes=small.nbytes + other.nbytes + 10, slot_of=knowledge_base_slot)

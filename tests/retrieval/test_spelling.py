@@ -4,7 +4,7 @@ hand-made indexes analysed as documents are."""
 from __future__ import annotations
 
 from knowledge.analysis import Analyzer
-from retrieval.bm25 import BM25Index
+from retrieval.bm25 import Segment, SegmentedIndex
 from retrieval.search.spelling import Correction, corrected_tokens, corrections
 
 ANALYZER = Analyzer()
@@ -16,7 +16,9 @@ TEXTS = [
     "传感器每六个月校准一次。",
     "The celebration ended late.",
 ]
-INDEX = BM25Index.build(list(range(1, len(TEXTS) + 1)), [ANALYZER.tokens(t) for t in TEXTS])
+INDEX = SegmentedIndex(
+    [Segment.build(list(range(1, len(TEXTS) + 1)), [ANALYZER.tokens(t) for t in TEXTS])]
+)
 
 
 def fixes(query: str) -> dict[str, tuple[str, ...]]:

@@ -2,7 +2,6 @@
 from VECTOR_IVF_MIN_ROWS rows (lowered here), searched list by list, against the exact scan."""
 
 import json
-import threading
 from dataclasses import replace
 
 import numpy as np
@@ -62,18 +61,6 @@ def fill(kb: KnowledgeBase, name: str, rng: np.random.Generator, chunks: int) ->
     bump_index_version(kb)
     kb.refresh_from_db()
     return document
-
-
-@pytest.fixture(autouse=True, params=["codes", "scan"])
-def scoring(request):
-    """Every test runs with the probed rows bounded on their int8 codes first (the compiled
-    loops, as a warm process has them) and with every probed row scored (as before they load)."""
-    assert kernels.load(), "numba is a runtime requirement: the compiled loops must load"
-    if request.param == "scan":
-        with kernels.numpy_only():
-            yield request.param
-    else:
-        yield request.param
 
 
 @pytest.fixture
@@ -148,7 +135,7 @@ def test_ivf_recall_at_10_against_the_exact_scan_meets_the_target(kb):
     assert scanned < len(matrix) / 2  # and it got there scoring a part of the rows
 
 
-def test_the_probed_lists_are_scanned_exactly_and_all_lists_give_the_exact_scan(kb, scoring):
+def test_the_probed_lists_are_scanned_exactly_and_all_lists_give_the_exact_scan(kb):
     matrix = MatrixCache(10**8).get(kb).matrix
     (base,) = matrix.parts
     for query in queries(20, 23):
@@ -162,10 +149,13 @@ def test_the_probed_lists_are_scanned_exactly_and_all_lists_give_the_exact_scan(
     exact = exact_of(matrix)
     for query in queries(20, 24):
         hits, how = everything.search_traced(query, 15)
-        used = {"codes": "int8"} if scoring == "codes" else {}
-        assert (
-            how == {"index": "ivf", "lists": 98, "probes": 98, "rows_scanned": len(matrix)} | used
-        )
+        assert how == {
+            "index": "ivf",
+            "lists": 98,
+            "probes": 98,
+            "rows_scanned": len(matrix),
+            "codes": "int8",
+        }
         same(hits, exact.search(query, 15))
 
 
@@ -211,12 +201,12 @@ def test_deleted_and_changed_documents_rows_never_come_back_and_new_ones_are_fou
     assert np.mean(found) >= 0.95
 
 
-def test_a_filtered_search_stays_exact(kb, scoring):
+def test_a_filtered_search_stays_exact(kb):
     matrix = MatrixCache(10**8).get(kb).matrix
     exact = exact_of(matrix)
     ids = np.sort(matrix.ids)
     allowed = np.append(ids[::7], 10**12)  # any ids, one that is no chunk
-    used = {"codes": "int8"} if scoring == "codes" else {}
+    used = {"codes": "int8"}
     for query in queries(10, 26):
         hits, how = matrix.search_traced(query, 1000, allowed)
         assert how == {"index": "exact"} | used
@@ -230,8 +220,7 @@ def test_a_filtered_search_stays_exact(kb, scoring):
     rows = base.rows(allowed)
     query = queries(1, 34)[0]
     ids, scores, by_codes = base.scored(query, rows, 10)
-    assert by_codes == (scoring == "codes")
-    assert len(ids) < len(rows) / 2 if by_codes else len(ids) == len(rows)
+    assert by_codes and len(ids) < len(rows) / 2
     same(top(ids, scores, 10), exact.search(query, 10, allowed))
     assert base.scored(query, rows[:0], 10)[0].size == 0  # nothing allowed
 
@@ -274,52 +263,48 @@ def test_quantize_keeps_zero_rows_zero_and_bounds_every_score():
         assert np.all(bound - rows @ query <= scales * np.abs(query).sum() * 1.02)
 
 
-def test_the_codes_score_few_rows_exactly_and_give_the_float32_top(kb, scoring):
+def _scanned(matrix, query, k, settings):
+    """The search scoring every probed row on the stored rows, as without codes."""
+    settings.VECTOR_IVF_CODES = False
+    try:
+        return matrix.search(query, k)
+    finally:
+        settings.VECTOR_IVF_CODES = True
+
+
+def test_the_codes_score_few_rows_exactly_and_give_the_float32_top(kb, ivf_settings):
     matrix = MatrixCache(10**8).get(kb).matrix
     (base,) = matrix.parts
     exactly = []
     for query in queries(100, 28):
-        with kernels.numpy_only():
-            truth = matrix.search(query, 15)
+        truth = _scanned(matrix, query, 15, ivf_settings)
         same(matrix.search(query, 15), truth)
         ids, scores, scanned, by_codes = base.probed(query, 15)
-        assert by_codes == (scoring == "codes")
+        assert by_codes
         exactly.append(len(ids) / scanned)
         rows = base.order[np.searchsorted(base.ids, ids, sorter=base.order)]
         np.testing.assert_allclose(scores, base.vectors[rows] @ query, rtol=1e-6, atol=1e-6)
         assert {i for i, _ in truth} <= set(ids.tolist())
-    if scoring == "codes":
-        assert np.mean(exactly) < 0.5  # most probed rows were only bounded
-    else:
-        assert np.mean(exactly) == 1
+    assert np.mean(exactly) < 0.5  # most probed rows were only bounded
     # So many wanted that the head takes every probed row: all of them, scored exactly.
     for query in queries(5, 29):
-        with kernels.numpy_only():
-            truth = matrix.search(query, 500)
-        same(matrix.search(query, 500), truth)
+        same(matrix.search(query, 500), _scanned(matrix, query, 500, ivf_settings))
 
 
-def test_a_process_without_the_loops_answers_by_the_scan_and_loads_them_meanwhile(
-    kb, ivf_settings, monkeypatch
-):
+def test_a_process_without_the_loops_loads_them_at_its_first_search(kb, ivf_settings, monkeypatch):
     matrix = MatrixCache(10**8).get(kb).matrix
     query = queries(1, 31)[0]
-    with kernels.numpy_only():
-        truth = matrix.search(query, 10)
-    monkeypatch.setattr(kernels.LOOPS, "_tried", False)  # as in a process just started
-    monkeypatch.setattr(kernels.LOOPS, "_loaded", None)
-    hits, how = matrix.search_traced(query, 10)  # answered without waiting for them
-    assert "codes" not in how
+    truth = _scanned(matrix, query, 10, ivf_settings)
+    monkeypatch.setattr(kernels.LOOPS, "_loaded", None)  # as in a process just started
+    hits, how = matrix.search_traced(query, 10)
+    assert how["codes"] == "int8"  # loaded, then bounded on the codes
     same(hits, truth)
-    for thread in [t for t in threading.enumerate() if t.name == "vector-compiled"]:
-        thread.join()
-    assert kernels.LOOPS._loaded is not None  # loaded in the background, for later searches
+    assert kernels.LOOPS._loaded is not None
 
-    monkeypatch.setattr(kernels.LOOPS, "_tried", False)
     monkeypatch.setattr(kernels.LOOPS, "_loaded", None)
     ivf_settings.VECTOR_IVF_CODES = False
     same(matrix.search(query, 10), truth)
-    assert not kernels.LOOPS._tried  # switched off: never loaded
+    assert kernels.LOOPS._loaded is None  # switched off: never loaded
 
 
 def test_without_codes_a_base_is_written_and_searched_on_float32(kb, ivf_settings):
