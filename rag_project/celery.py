@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 
 from celery import Celery, Task
 from celery.signals import celeryd_init, task_postrun, task_prerun, worker_process_init
@@ -121,13 +122,19 @@ def enqueue(
     transaction.on_commit(send, robust=True)
 
 
+_discovering = threading.Lock()
+
+
 def registered_task(name: str) -> Task:
     """The task registered under ``name``. The apps' tasks modules are imported the first time
     a name is not found (a web process imports none of them otherwise); LookupError, naming
     it, when no task has that name: a misspelt name fails where it is queued, and never
-    queues a message no worker runs."""
+    queues a message no worker runs. Threads of one process discover one at a time: a thread
+    that looked while another was importing the modules would see only some of their tasks."""
     if name not in app.tasks:
-        app.autodiscover_tasks(force=True)
+        with _discovering:
+            if name not in app.tasks:
+                app.autodiscover_tasks(force=True)
     try:
         return app.tasks[name]
     except KeyError:

@@ -76,3 +76,34 @@ def test_a_process_that_imported_no_tasks_module_finds_tasks_by_name():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "knowledge.process_document"
+
+
+def test_threads_looking_up_names_at_once_in_a_fresh_process_all_find_them():
+    """A threaded web worker's first uploads come at once: every thread finds the task, none
+    sees the tasks module half imported by another."""
+    code = (
+        "import threading\n"
+        "import rag_project.wsgi  # as gunicorn loads a web worker\n"
+        "from rag_project.celery import registered_task\n"
+        "barrier, missing = threading.Barrier(12), []\n"
+        "def look():\n"
+        "    barrier.wait()\n"
+        "    try:\n"
+        "        registered_task('knowledge.dispatch_documents')\n"
+        "    except LookupError as exc:\n"
+        "        missing.append(str(exc))\n"
+        "threads = [threading.Thread(target=look) for _ in range(12)]\n"
+        "for t in threads: t.start()\n"
+        "for t in threads: t.join()\n"
+        "print(len(missing))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=CEILING_S,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
