@@ -8,6 +8,7 @@ from retrieval.bm25store.handle import IndexHandle, Tier
 from retrieval.bm25store.store import (
     BM25Store,
     BM25StoreConfig,
+    build_time_limit_s,
     current_version,
     get_store,
     merge_due,
@@ -19,6 +20,7 @@ __all__ = [
     "IndexHandle",
     "Tier",
     "bm25_available",
+    "build_time_limit_s",
     "current_version",
     "get_store",
     "merge_due",

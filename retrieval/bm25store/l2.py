@@ -142,14 +142,21 @@ class RedisTier:
         )
         return bool(result)
 
-    def get_segment(self, identity: Identity, key: str) -> SignedPayload | None:
-        """The segment's payload, or None (absent, another KB's leftover, or not ours)."""
-        reply = self._call(
-            self.client.hmget, _SEGMENT_KEY.format(identity.knowledge_base_id, key), "e", "s", "p"
-        )
-        if not reply or None in reply or reply[0] != str(identity.epoch).encode():
-            return None
-        return SignedPayload(segment_label(key), reply[1].decode("ascii", "replace"), reply[2])
+    def get_segments(self, identity: Identity, keys: list[str]) -> dict[str, SignedPayload]:
+        """The payloads of those segments held for this KB (not another KB's leftovers)."""
+
+        def read() -> list:
+            with self.client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hmget(_SEGMENT_KEY.format(identity.knowledge_base_id, key), "e", "s", "p")
+                return pipe.execute()
+
+        epoch = str(identity.epoch).encode()
+        return {
+            key: SignedPayload(segment_label(key), reply[1].decode("ascii", "replace"), reply[2])
+            for key, reply in zip(keys, self._call(read) or [], strict=False)
+            if None not in reply and reply[0] == epoch
+        }
 
     def put_segment(self, identity: Identity, key: str, payload: SignedPayload) -> None:
         name = _SEGMENT_KEY.format(identity.knowledge_base_id, key)
@@ -164,11 +171,15 @@ class RedisTier:
 
         self._call(write)
 
-    def drop_segment(self, knowledge_base_id: int, key: str) -> None:
-        self._call(self.client.delete, _SEGMENT_KEY.format(knowledge_base_id, key))
-
-    def drop(self, knowledge_base_id: int, signature: str) -> None:
-        self._call(self._drop, keys=[_KEY.format(knowledge_base_id)], args=[signature])
+    def drop(self, knowledge_base_id: int, signature: str | None, key: str | None = None) -> None:
+        """Drop the segment ``key``, else the manifest if it still has ``signature`` (a writer
+        may have replaced it since); with neither, the KB's every entry."""
+        if key is not None:
+            self._call(self.client.delete, _SEGMENT_KEY.format(knowledge_base_id, key))
+        elif signature is None:
+            self.delete(knowledge_base_id)
+        else:
+            self._call(self._drop, keys=[_KEY.format(knowledge_base_id)], args=[signature])
 
     def delete(self, knowledge_base_id: int) -> None:
         """The manifest and every segment of the knowledge base."""

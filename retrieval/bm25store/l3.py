@@ -130,11 +130,11 @@ class TableTier:
         except IntegrityError:  # the knowledge base is gone
             return False
 
-    def drop(self, knowledge_base_id: int, signature: str) -> None:
-        """Delete the manifest that failed its check (not one a builder wrote since)."""
-        BM25Manifest.objects.filter(
-            knowledge_base_id=knowledge_base_id, signature=signature
-        ).delete()
+    def drop(self, knowledge_base_id: int, signature: str, key: str | None = None) -> None:
+        """Delete the segment ``key`` (else the manifest) that failed its check, not one a
+        builder wrote since."""
+        rows = BM25Manifest.objects if key is None else BM25Segment.objects.filter(key=key)
+        rows.filter(knowledge_base_id=knowledge_base_id, signature=signature).delete()
 
     def delete(self, knowledge_base_id: int) -> None:
         """The manifest and every segment."""
@@ -187,11 +187,6 @@ class TableTier:
                 return cursor.rowcount == 1
         except IntegrityError:  # the knowledge base is gone
             return False
-
-    def drop_segment(self, knowledge_base_id: int, key: str, signature: str) -> None:
-        BM25Segment.objects.filter(
-            knowledge_base_id=knowledge_base_id, key=key, signature=signature
-        ).delete()
 
     def mark_dropped(self, knowledge_base_id: int, keys: Sequence[str]) -> None:
         """Segments a merge folded away: deleted by ``collect_garbage`` after the grace."""
