@@ -1,17 +1,14 @@
 """L2: Redis, shared by every process: a knowledge base's manifest and its segments, with a TTL.
 
-The manifest is one hash per knowledge base (``rag:bm25:m:<kb>``) holding ``v`` (version),
-``e`` (the KB's epoch, see ``retrieval.core.identity``), ``s`` (signature) and ``p``
-(payload). Its reads and writes are Lua scripts so that a stale manifest is never transferred
-(a read asks for "version >= n") and a slow writer can never replace a newer manifest with an
-older one. Each
-segment is a hash of its own (``rag:bm25:s:<kb>:<key>``: ``e``, ``s``, ``p``); segments never
-change, so they need no such care.
+The manifest is one hash per knowledge base (``rag:bm25:m:<kb>``: ``v`` version, ``e`` the
+KB's epoch (``retrieval.core.identity``), ``s`` signature, ``p`` payload), read and written by
+Lua scripts, so a read asking for "version >= n" never transfers an older one and a slow writer
+never replaces a newer one. Each segment is a hash of its own (``rag:bm25:s:<kb>:<key>``:
+``e``, ``s``, ``p``); segments never change.
 
-When Redis cannot be reached the tier steps aside: every call answers "nothing here" and the
-store goes on to PostgreSQL. The outage is logged once when it starts and once when it ends, and
-for ``RETRY_AFTER_S`` after a failure Redis is not even tried, so searches do not each pay a
-connection timeout.
+When Redis cannot be reached every call answers "nothing here" and the store goes on to
+PostgreSQL; the outage is logged when it starts and when it ends, and for ``RETRY_AFTER_S``
+after a failure Redis is not tried, so searches do not each pay a connection timeout.
 """
 
 from __future__ import annotations
@@ -112,13 +109,8 @@ class RedisTier:
 
     def version(self, identity: Identity) -> int | None:
         """The stored version only (cheap: for polling while another process builds)."""
-        reply = self._call(self.client.hmget, _KEY.format(identity.knowledge_base_id), "v", "e")
-        if not reply or reply[1] != str(identity.epoch).encode():
-            return None
-        try:
-            return int(reply[0])
-        except (TypeError, ValueError):
-            return None
+        head = self.signature(identity)
+        return head[0] if head else None
 
     def signature(self, identity: Identity) -> tuple[int, str] | None:
         """The stored manifest's version and signature, without its payload (cheap: a writer

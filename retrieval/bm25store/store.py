@@ -38,7 +38,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -48,12 +47,11 @@ from django.dispatch import Signal
 from knowledge.models import KnowledgeBase
 from retrieval.bm25 import kernels
 from retrieval.bm25.segment import Segment
-from retrieval.bm25.segmented import SegmentedIndex
 from retrieval.bm25store.build import Built, build_delta, build_full, new_key
-from retrieval.bm25store.handle import IndexHandle, Tier
+from retrieval.bm25store.handle import IndexHandle, Tier, View, compose, sealed_view
 from retrieval.bm25store.l2 import Malformed, RedisTier
 from retrieval.bm25store.l3 import TableTier
-from retrieval.bm25store.locks import try_build_lock
+from retrieval.bm25store.locks import build_lock
 from retrieval.bm25store.manifest import Manifest, open_manifest
 from retrieval.bm25store.merging import plan_merge
 from retrieval.bm25store.payload import (
@@ -114,51 +112,6 @@ class BM25StoreConfig:
             "defer_build_s": settings.BM25_DEFER_BUILD_S,
         }
         return cls(**(values | overrides))
-
-
-@dataclass(frozen=True)
-class View:
-    """What L1 holds for a knowledge base: a manifest, its segments and their composed view."""
-
-    manifest: Manifest
-    segments: dict[str, Segment]
-    index: SegmentedIndex
-    signature: str = ""  # of the stored manifest it was read from ("" if built here)
-
-    @property
-    def version(self) -> int:
-        return self.manifest.version
-
-    @cached_property
-    def nbytes(self) -> int:
-        return self.index.total_nbytes
-
-
-def compose(
-    manifest: Manifest,
-    segments: dict[str, Segment],
-    signature: str = "",
-    previous: View | None = None,
-) -> View:
-    """The view of ``manifest``; ``previous`` (an older view of the same knowledge base)
-    lends what it composed for the segments both hold, and the manifest's dead frequencies
-    spare a count over the postings of a segment with new deletions (``SegmentedIndex``)."""
-    ordered = [segments[key] for key in manifest.keys]
-    index = SegmentedIndex(
-        ordered,
-        deleted_per_segment=manifest.deletions(),
-        previous=previous.index if previous is not None else None,
-        dead_frequencies=manifest.dead_frequencies(),
-    )
-    return View(manifest, {key: segments[key] for key in manifest.keys}, index, signature)
-
-
-def _sealed_view(identity: Identity, view: View) -> tuple[View, SignedPayload]:
-    """A view composed by the writer of its manifest, with the manifest recording the view's
-    dead frequencies (so readers need not count them), and that manifest's payload."""
-    manifest = view.manifest.with_dead(view.index.dead_frequencies())
-    payload = manifest.seal(identity)
-    return replace(view, manifest=manifest, signature=payload.signature), payload
 
 
 class _Unusable(Exception):
@@ -443,13 +396,9 @@ class BM25Store:
         delay = _POLL_FIRST_S
         older: View | None = None
         while True:
-            lock = try_build_lock(self.l2, attempt.identity, attempt.current)
-            if lock is not None:
-                try:
-                    # Another build may have finished between our miss and taking the lock.
+            with build_lock(self.l2, attempt.identity, attempt.current) as taken:
+                if taken:  # another build may have finished between our miss and the lock
                     return self._from_lower_tiers(attempt) or self._build(attempt)
-                finally:
-                    lock.release()
             now = time.perf_counter()
             if deadline is None:
                 attempt.wait_started = now
@@ -545,7 +494,7 @@ class BM25Store:
         if base is not None and not built.full:
             segments |= base.segments
             previous = base
-        view, payload = _sealed_view(identity, compose(built.manifest, segments, "", previous))
+        view, payload = sealed_view(identity, compose(built.manifest, segments, "", previous))
         self.l3.put(kb.tenant_id, kb.pk, view.manifest, payload)
         self.l2.put(identity, view.version, payload)
         return view
@@ -558,10 +507,9 @@ class BM25Store:
         the one merged: a change meanwhile wins, and the next merge starts from it). Then
         ``collect_garbage``."""
         identity = identity_of(knowledge_base)
-        lock = try_build_lock(self.l2, identity, _MERGE_LOCK)
-        if lock is None:
-            return "another merge is running"
-        try:
+        with build_lock(self.l2, identity, _MERGE_LOCK) as taken:
+            if not taken:
+                return "another merge is running"
             view = self.warm(knowledge_base).view
             plan = plan_merge(view)
             if plan is None:
@@ -570,8 +518,6 @@ class BM25Store:
                 result = self._merge(identity, knowledge_base, view, plan)
             self.collect_garbage(knowledge_base)
             return result
-        finally:
-            lock.release()
 
     def _merge(self, identity: Identity, kb: KnowledgeBase, view: View, plan: list[int]) -> str:
         started = time.perf_counter()
@@ -607,7 +553,7 @@ class BM25Store:
             merges=manifest.merges + 1,
             dead=None,
         )
-        merged_view, payload = _sealed_view(identity, compose(new, segments, "", view))
+        merged_view, payload = sealed_view(identity, compose(new, segments, "", view))
         if not view.signature or not self.l3.put(
             kb.tenant_id, kb.pk, merged_view.manifest, payload, replaces=view.signature
         ):
