@@ -101,6 +101,22 @@ class Manifest:
             ),
         )
 
+    def folded(self, plan: list[int], key: str | None) -> Manifest:
+        """This version with the segments at positions ``plan`` folded into segment ``key``
+        (their live chunks; None when there are none): one merge more, dead not yet recorded."""
+        deletions = self.deletions()
+        kept = [i for i in range(len(self.keys)) if i not in plan]
+        return replace(
+            self,
+            keys=tuple(self.keys[i] for i in kept) + ((key,) if key else ()),
+            deleted=np.concatenate([np.empty(0, np.int64), *(deletions[i] for i in kept)]),
+            deleted_in=np.repeat(
+                np.arange(len(kept), dtype=np.int32), [deletions[i].size for i in kept]
+            ),
+            merges=self.merges + 1,
+            dead=None,
+        )
+
     def to_bytes(self) -> bytes:
         """Format 2: ``_MAGIC``, the header's length, a JSON header (the scalars, the keys and
         each array's stored type and length), then the arrays' bytes one after another."""

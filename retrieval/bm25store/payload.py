@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hmac
 import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -71,6 +73,16 @@ def seal(identity: Identity, label: str, raw: bytes) -> SignedPayload:
 
 def seal_segment(identity: Identity, key: str, segment: Segment) -> SignedPayload:
     return seal(identity, segment_label(key), segment.to_bytes())
+
+
+def seal_segments(identity: Identity, segments: dict[str, Segment]) -> Iterator[SignedPayload]:
+    """The segments' payloads in order. Several (a full build) are sealed by two threads while
+    the caller writes the ones before (zlib and the HMAC release the GIL)."""
+    if len(segments) < 2:
+        yield from (seal_segment(identity, key, s) for key, s in segments.items())
+        return
+    with ThreadPoolExecutor(2, thread_name_prefix="bm25-seal") as pool:
+        yield from pool.map(lambda item: seal_segment(identity, *item), segments.items())
 
 
 def verify(identity: Identity, payload: SignedPayload) -> None:

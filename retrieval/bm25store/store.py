@@ -35,12 +35,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from django.conf import settings
 from django.dispatch import Signal
 
@@ -60,7 +58,7 @@ from retrieval.bm25store.payload import (
     SignedPayload,
     manifest_label,
     open_segment,
-    seal_segment,
+    seal_segments,
 )
 from retrieval.core.identity import Identity, identity_of, knowledge_base_slot
 from retrieval.core.lru import ByteLRU
@@ -478,12 +476,19 @@ class BM25Store:
         return self._handle(attempt, Tier.BUILD, view)
 
     def store_built(
-        self, identity: Identity, kb: KnowledgeBase, built: Built, base: View | None = None
-    ) -> View:
+        self,
+        identity: Identity,
+        kb: KnowledgeBase,
+        built: Built,
+        base: View | None = None,
+        replaces: str | None = None,
+    ) -> View | None:
         """Write a build's new segments to L3 and L2, then the manifest naming them; the
-        composed view (``base`` gives the segments a delta kept)."""
+        composed view (``base`` gives the segments a delta kept). With ``replaces`` (a merge:
+        the signature of the manifest it started from) the manifest is written only if that is
+        still the stored one; else None."""
         for (key, segment), payload in zip(
-            built.new_segments.items(), _sealed(identity, built.new_segments), strict=True
+            built.new_segments.items(), seal_segments(identity, built.new_segments), strict=True
         ):
             self.l3.put_segment(
                 kb.tenant_id, kb.pk, key, payload, len(segment), segment.postings, built.seconds
@@ -495,7 +500,9 @@ class BM25Store:
             segments |= base.segments
             previous = base
         view, payload = sealed_view(identity, compose(built.manifest, segments, "", previous))
-        self.l3.put(kb.tenant_id, kb.pk, view.manifest, payload)
+        written = self.l3.put(kb.tenant_id, kb.pk, view.manifest, payload, replaces=replaces)
+        if replaces is not None and not written:
+            return None
         self.l2.put(identity, view.version, payload)
         return view
 
@@ -521,50 +528,24 @@ class BM25Store:
 
     def _merge(self, identity: Identity, kb: KnowledgeBase, view: View, plan: list[int]) -> str:
         started = time.perf_counter()
-        manifest = view.manifest
-        deletions = manifest.deletions()
-        folded = [manifest.keys[i] for i in plan]
+        deletions = view.manifest.deletions()
+        folded = [view.manifest.keys[i] for i in plan]
         merged = Segment.merge(
             [view.segments[k] for k in folded],
             deleted_per_segment=[deletions[i] for i in plan],
         )
-        kept = [i for i in range(len(manifest.keys)) if i not in plan]
-        keys = [manifest.keys[i] for i in kept]
-        deleted = [deletions[i] for i in kept]
-        segments = {k: view.segments[k] for k in keys}
-        if len(merged):
-            key = new_key()
-            keys.append(key)
-            deleted.append(np.empty(0, np.int64))
-            segments[key] = merged
-            payload = seal_segment(identity, key, merged)
-            seconds = time.perf_counter() - started
-            self.l3.put_segment(
-                kb.tenant_id, kb.pk, key, payload, len(merged), merged.postings, seconds
-            )
-            self.l2.put_segment(identity, key, payload)
-        new = replace(
-            manifest,
-            keys=tuple(keys),
-            deleted=np.concatenate([np.empty(0, np.int64), *deleted]),
-            deleted_in=np.repeat(
-                np.arange(len(deleted), dtype=np.int32), [d.size for d in deleted]
-            ),
-            merges=manifest.merges + 1,
-            dead=None,
-        )
-        merged_view, payload = sealed_view(identity, compose(new, segments, "", view))
-        if not view.signature or not self.l3.put(
-            kb.tenant_id, kb.pk, merged_view.manifest, payload, replaces=view.signature
-        ):
+        key = new_key() if len(merged) else None
+        manifest = view.manifest.folded(plan, key)
+        built = Built(manifest, {key: merged} if key else {}, False, time.perf_counter() - started)
+        stored = view.signature and self.store_built(identity, kb, built, view, view.signature)
+        if not stored:
             return "superseded: the index changed during the merge"
-        self.l2.put(identity, new.version, payload)
         self.l3.mark_dropped(kb.pk, folded)
-        for key in folded:
-            self.l2.drop(kb.pk, None, key)
+        for dropped in folded:
+            self.l2.drop(kb.pk, None, dropped)
         held = self.l1.peek(identity)
-        if held is not None and held.version == merged_view.version:
-            self.l1.put(identity, merged_view, merged_view.version)
+        if held is not None and held.version == stored.version:
+            self.l1.put(identity, stored, stored.version)
         return (
             f"merged {len(folded)} segments into one of {len(merged)} chunks "
             f"in {time.perf_counter() - started:.2f} s"
@@ -623,17 +604,6 @@ class BM25Store:
 
 def _announce_merge_due(knowledge_base_id: int) -> None:
     merge_due.send(sender=BM25Store, knowledge_base_id=knowledge_base_id)
-
-
-def _sealed(identity: Identity, segments: dict[str, Segment]) -> Iterator[SignedPayload]:
-    """The segments' payloads in order. Several (a full build) are sealed by two threads while
-    the caller writes the ones before (zlib and the HMAC release the GIL), so sealing and
-    writing overlap instead of adding up."""
-    if len(segments) < 2:
-        yield from (seal_segment(identity, key, s) for key, s in segments.items())
-        return
-    with ThreadPoolExecutor(2, thread_name_prefix="bm25-seal") as pool:
-        yield from pool.map(lambda item: seal_segment(identity, *item), segments.items())
 
 
 def current_version(knowledge_base: KnowledgeBase) -> int:
