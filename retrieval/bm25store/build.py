@@ -156,6 +156,21 @@ def _unchanged(base: Manifest, doc_ids: np.ndarray, stamps: np.ndarray) -> np.nd
     return (base.doc_ids[at] == doc_ids) & (base.doc_stamps[at] == stamps)
 
 
+def current_version(knowledge_base: KnowledgeBase) -> int:
+    """The KB's index_version as committed now (one primary-key lookup), on the database a
+    build would read (``retrieval.replica.search_reads``: a search's route, else the
+    primary), so the version asked for and the version built agree."""
+    version = (
+        KnowledgeBase.objects.using(search_reads())
+        .filter(pk=knowledge_base.pk, tenant_id=knowledge_base.tenant_id)
+        .values_list("index_version", flat=True)
+        .first()
+    )
+    if version is None:
+        raise KnowledgeBase.DoesNotExist(f"knowledge base {knowledge_base.pk} does not exist")
+    return version
+
+
 def _version_and_basis(knowledge_base: KnowledgeBase, using: str | None = None) -> tuple[int, str]:
     row = (
         KnowledgeBase.objects.db_manager(using)

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from retrieval.bm25store.manifest import Manifest
 from retrieval.bm25store.payload import SignedPayload, manifest_label, segment_label
+from retrieval.core.identity import Identity
 from retrieval.models import BM25Manifest, BM25Segment
 
 _MANIFESTS = BM25Manifest._meta.db_table
@@ -75,13 +76,13 @@ def _bytes(data) -> bytes:
 class TableTier:
     # ------------------------------------------------------------------ manifests
 
-    def get(
-        self, tenant_id: int, knowledge_base_id: int, min_version: int
-    ) -> tuple[int, SignedPayload] | None:
+    def get(self, identity: Identity, min_version: int) -> tuple[int, SignedPayload] | None:
         """The manifest (version, payload) if it holds at least ``min_version``."""
         with _binary_cursor() as cursor:
             cursor.execute(
-                _SELECT_MANIFEST, [knowledge_base_id, tenant_id, min_version], binary=True
+                _SELECT_MANIFEST,
+                [identity.knowledge_base_id, identity.tenant_id, min_version],
+                binary=True,
             )
             row = cursor.fetchone()
         if row is None:
@@ -143,14 +144,14 @@ class TableTier:
 
     # ------------------------------------------------------------------ segments
 
-    def get_segments(
-        self, tenant_id: int, knowledge_base_id: int, keys: Sequence[str]
-    ) -> dict[str, SignedPayload]:
+    def get_segments(self, identity: Identity, keys: Sequence[str]) -> dict[str, SignedPayload]:
         if not keys:
             return {}
         with _binary_cursor() as cursor:
             cursor.execute(
-                _SELECT_SEGMENTS, [knowledge_base_id, tenant_id, list(keys)], binary=True
+                _SELECT_SEGMENTS,
+                [identity.knowledge_base_id, identity.tenant_id, list(keys)],
+                binary=True,
             )
             rows = cursor.fetchall()
         return {

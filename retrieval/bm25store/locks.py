@@ -13,12 +13,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis
+from django.conf import settings
 from django.db import DatabaseError, connection
 
 from retrieval.bm25store.l2 import RedisTier
 from retrieval.core.identity import Identity
 
 logger = logging.getLogger(__name__)
+
+
+def build_time_limit_s() -> int:
+    """The longest a build may run: a Celery task's (the worker's builds and merges are stopped
+    past it). A build lock expires after it, so a builder that died frees its knowledge base,
+    and segments a merge folded away stay stored that long."""
+    return settings.CELERY_TASK_TIME_LIMIT
 
 
 @contextmanager

@@ -2,32 +2,29 @@
 
 What stays true:
 
-- An index is immutable segments plus deletions (``retrieval.bm25.SegmentedIndex``) named by a
-  manifest per version (``manifest``). Tiers: L1 this process's byte-bounded LRU of composed
-  views, L2 Redis, L3 the ``bm25_manifests`` and ``bm25_indexes`` rows, else a build; what a
-  lower tier or a build gives fills the tiers above it. A view reuses the segments this
-  process holds and loads only those it lacks.
+- An index is immutable segments plus deletions (``SegmentedIndex``), named by a manifest per
+  version. Tiers: L1 this process's byte-bounded LRU of composed views, L2 Redis, L3 the
+  ``bm25_manifests`` and ``bm25_indexes`` rows, else a build; what a lower tier or a build
+  gives fills the tiers above. A view reuses the segments held and loads only those it lacks.
 - A get answers at least the KB's current ``index_version`` (one primary-key lookup, skipped
   with ``fresh=True``), or an older complete view marked ``stale``: while another process
-  builds the version (after ``STALE_WAIT_S``), or ``deferred`` while the Celery worker's
-  ``invalidate_and_warm`` (``warm``) builds it, for at most ``BM25_DEFER_BUILD_S`` after this
-  process first asked for a version newer than its view; past that the get builds it, so
-  staleness stays bounded.
-- A new version is a delta on the newest stored manifest (``build``): only a KB never built,
-  a change of analysis or of more than ``DELTA_MAX_FRACTION`` of the chunks builds in full.
-  A build that leaves segments to fold sends ``merge_due`` (``retrieval.changes`` queues the
-  merge).
+  builds the version (for ``STALE_WAIT_S``), or ``deferred`` while the Celery worker's
+  ``warm`` builds it, for at most ``BM25_DEFER_BUILD_S`` after this process first asked for a
+  version newer than its view; then the get builds it, so staleness stays bounded.
+- A new version is a delta on the newest stored manifest (``build``), in full only for a KB
+  never built, a change of analysis or of more than ``DELTA_MAX_FRACTION`` of the chunks. A
+  build that leaves segments to fold sends ``merge_due`` (``retrieval.changes`` queues it).
 - One build per (KB, version) across processes: the build lock's holder builds, the others
   poll the tiers and build too only after ``BUILD_WAIT_S``. Within a process one get
   composes or builds a KB's view; the others answer from the view held or wait for it.
-- Segments are stored before the manifest naming them. A merge replaces the manifest of the
-  same version only if it is still the one merged; folded segments are deleted only after
+- Segments are stored before the manifest naming them. A merge replaces the manifest of its
+  version only if it is still the one merged; folded segments are deleted only after
   ``build_time_limit_s`` (a build from the older manifest may name them until then).
 - A payload whose HMAC does not check out is never unpickled: it is dropped from its tier,
   logged on ``rag.security``, and the get goes on to the next tier or builds.
-- Inside a search routed to a read replica (``retrieval.replica``) the version and the rows a
-  build reads come from the replica; L3 and the build lock's fallback are the primary's, so a
-  process polling for another's build sees its row at commit.
+- In a search routed to a replica (``retrieval.replica``) the version and a build's rows come
+  from the replica; L3 and the lock's fallback are the primary's, so a process polling for
+  another's build sees its row at commit.
 """
 
 from __future__ import annotations
@@ -45,11 +42,11 @@ from django.dispatch import Signal
 from knowledge.models import KnowledgeBase
 from retrieval.bm25 import kernels
 from retrieval.bm25.segment import Segment
-from retrieval.bm25store.build import Built, build_delta, build_full, new_key
+from retrieval.bm25store.build import Built, build_delta, build_full, current_version, new_key
 from retrieval.bm25store.handle import IndexHandle, Tier, View, compose, sealed_view
 from retrieval.bm25store.l2 import Malformed, RedisTier
 from retrieval.bm25store.l3 import TableTier
-from retrieval.bm25store.locks import build_lock
+from retrieval.bm25store.locks import build_lock, build_time_limit_s
 from retrieval.bm25store.manifest import Manifest, open_manifest
 from retrieval.bm25store.merging import plan_merge
 from retrieval.bm25store.payload import (
@@ -62,7 +59,6 @@ from retrieval.bm25store.payload import (
 )
 from retrieval.core.identity import Identity, identity_of, knowledge_base_slot
 from retrieval.core.lru import ByteLRU
-from retrieval.replica import search_reads
 
 logger = logging.getLogger(__name__)
 security_logger = logging.getLogger("rag.security")
@@ -83,13 +79,6 @@ _MERGE_LOCK = -1
 
 # Sent (``knowledge_base_id``) when a build leaves segments to fold (``merging.plan_merge``).
 merge_due = Signal()
-
-
-def build_time_limit_s() -> int:
-    """The longest a build may run: a Celery task's (the worker's builds and merges are stopped
-    past it). A build lock expires after it, so a builder that died frees its knowledge base,
-    and segments a merge folded away stay stored that long."""
-    return settings.CELERY_TASK_TIME_LIMIT
 
 
 @dataclass(frozen=True)
@@ -235,10 +224,7 @@ class BM25Store:
 
     def _flight(self, knowledge_base_id: int) -> threading.Lock:
         with self._flights_lock:
-            lock = self._flights.get(knowledge_base_id)
-            if lock is None:
-                lock = self._flights[knowledge_base_id] = threading.Lock()
-            return lock
+            return self._flights.setdefault(knowledge_base_id, threading.Lock())
 
     def _deferring_to(self, attempt: _Attempt) -> View | None:
         """The older view this process holds while the build of the current version is left to
@@ -272,13 +258,10 @@ class BM25Store:
     def _stored_view(self, attempt: _Attempt, min_version: int) -> tuple[View | None, Tier]:
         """The stored manifest of at least ``min_version`` composed with its segments (None if
         no tier holds it intact), and the lowest tier read."""
-        kb, identity = attempt.knowledge_base, attempt.identity
+        identity = attempt.identity
         for tier in (Tier.L2, Tier.L3):
             try:
-                if tier is Tier.L2:
-                    found = self.l2.get(identity, min_version)
-                else:
-                    found = self.l3.get(kb.tenant_id, kb.pk, min_version)
+                found = self._tier(tier).get(identity, min_version)
             except Malformed:
                 self._rejected(attempt, tier, None)
                 continue
@@ -315,12 +298,9 @@ class BM25Store:
         for source in (Tier.L2, Tier.L3):
             if not missing:
                 break
-            if source is Tier.L2:
-                payloads = self.l2.get_segments(identity, missing)
-            else:
+            if source is Tier.L3:
                 lowest = Tier.L3
-                payloads = self.l3.get_segments(kb.tenant_id, kb.pk, missing)
-            for key, payload in payloads.items():
+            for key, payload in self._tier(source).get_segments(identity, missing).items():
                 segment = self._open(attempt, source, payload, key=key)
                 if segment is not None:
                     segments[key] = segment
@@ -604,21 +584,6 @@ class BM25Store:
 
 def _announce_merge_due(knowledge_base_id: int) -> None:
     merge_due.send(sender=BM25Store, knowledge_base_id=knowledge_base_id)
-
-
-def current_version(knowledge_base: KnowledgeBase) -> int:
-    """The KB's index_version as committed now (one primary-key lookup), on the database a
-    build would read (``retrieval.replica.search_reads``: a search's route, else the
-    primary), so the version asked for and the version built agree."""
-    version = (
-        KnowledgeBase.objects.using(search_reads())
-        .filter(pk=knowledge_base.pk, tenant_id=knowledge_base.tenant_id)
-        .values_list("index_version", flat=True)
-        .first()
-    )
-    if version is None:
-        raise KnowledgeBase.DoesNotExist(f"knowledge base {knowledge_base.pk} does not exist")
-    return version
 
 
 _store: BM25Store | None = None
