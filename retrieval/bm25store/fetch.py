@@ -14,9 +14,8 @@ caller touches it again.
 
 from __future__ import annotations
 
-import queue
-import threading
 from array import array
+from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -161,47 +160,24 @@ def fetch_segments(
 
 @contextmanager
 def _batches(rows: QuerySet) -> Iterator[Iterator[list[tuple]]]:
-    """Batches of the query's rows, read ahead by a thread of their own from a server-side
-    cursor on the query's connection (which the caller leaves alone until this exits)."""
+    """Batches of the query's rows, up to ``_QUEUED_BATCHES`` read ahead by a thread of their own
+    from a server-side cursor on the query's connection (which the caller leaves alone until
+    this exits); an error while reading is raised in the caller's thread."""
     compiler = rows.query.get_compiler(using=rows.db)
-    # Executed here, in the caller's thread and transaction; fetched in the reader's.
-    results = compiler.execute_sql(MULTI, chunked_fetch=True, chunk_size=_FETCH_ROWS)
-    ready: queue.Queue = queue.Queue(maxsize=_QUEUED_BATCHES)
-    stop = threading.Event()
-    done = object()
+    # Executed here, in the caller's thread and transaction; fetched and closed in the reader's.
+    results = iter(compiler.execute_sql(MULTI, chunked_fetch=True, chunk_size=_FETCH_ROWS))
+    with ThreadPoolExecutor(1, thread_name_prefix="bm25-fetch") as reader:
+        ahead = deque(reader.submit(next, results, None) for _ in range(_QUEUED_BATCHES))
 
-    def offer(item) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+        def consume() -> Iterator[list[tuple]]:
+            while (batch := ahead.popleft().result()) is not None:
+                ahead.append(reader.submit(next, results, None))
+                yield batch
 
-    def read() -> None:
         try:
-            for batch in results:
-                if not offer(batch):
-                    break
-            offer(done)
-        except BaseException as exc:  # handed to the caller's thread, raised there
-            offer(exc)
+            yield consume()
         finally:
-            close = getattr(results, "close", None)
-            if close is not None:
-                close()  # closes the server-side cursor, in this thread
-
-    def consume() -> Iterator[list[tuple]]:
-        while (item := ready.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    reader = threading.Thread(target=read, name="bm25-fetch", daemon=True)
-    reader.start()
-    try:
-        yield consume()
-    finally:
-        stop.set()
-        reader.join()
+            for pending in ahead:
+                pending.cancel()
+            if hasattr(results, "close"):  # closes the server-side cursor
+                reader.submit(results.close).result()

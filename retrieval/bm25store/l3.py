@@ -1,15 +1,10 @@
-"""L3: the knowledge base's ``bm25_manifests`` row and its ``bm25_indexes`` segment rows (see
-retrieval.models).
+"""L3: the knowledge base's ``bm25_manifests`` row and its ``bm25_indexes`` segment rows.
 
-Plain SQL on purpose: a read fetches payloads (megabytes for a large segment) in one query, and
-a manifest write is one upsert that never replaces a newer version (a slow builder of an old
-version cannot undo a faster one's work). A merge replaces the manifest of the same version only
-if it is still the one the merge started from (compare-and-set on the signature).
-
-Payloads travel as binary both ways through a server-side-binding psycopg cursor on Django's
-connection: Django's client-side binding would inline them as hex literals twice their size,
-and text-format results hex-encode them too, each several times slower than binary (see
-docs/performance.md).
+Plain SQL: a read fetches payloads in one query; a manifest write is one upsert that never
+replaces a newer version, and a merge's replaces the same version only if it is still the one
+merged (compare-and-set on the signature). Payloads travel as binary both ways through a
+server-side-binding psycopg cursor on Django's connection (client-side binding would inline
+them as hex literals twice their size).
 """
 
 from __future__ import annotations

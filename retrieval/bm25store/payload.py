@@ -1,16 +1,11 @@
 """The stored form of segments and manifests in L2 and L3: zlib-compressed, HMAC-signed, bound
 to their knowledge base.
 
-The signature is an HMAC-SHA256 under a key derived from SECRET_KEY (Django's ``salted_hmac``
-with a salt of its own), over the KB's identity (tenant id, KB id, creation time) and a label
-followed by the exact stored bytes. The label is ``s:<key>`` for a segment and ``m:<version>``
-for a manifest, so a valid payload copied to another KB's key, passed off as another segment or
-relabelled with another version fails the check like a flipped byte does. Verification accepts
-``SECRET_KEY_FALLBACKS`` too, so rotating the key does not throw every cached index away.
-
-A segment is unpickled only after its signature checked out (``Segment.from_bytes`` unpickles);
-a manifest is plain integer arrays behind a JSON header, never a pickle, and is checked all
-the same.
+The signature is an HMAC-SHA256 (Django's ``salted_hmac`` under SECRET_KEY, or one of
+``SECRET_KEY_FALLBACKS`` so a key rotation keeps the cached indexes) over the KB's identity,
+a label (``s:<key>`` for a segment, ``m:<version>`` for a manifest) and the exact stored bytes:
+a payload copied to another KB, passed off as another segment or relabelled with another
+version fails like a flipped byte. A segment is unpickled only after its signature checked out.
 """
 
 from __future__ import annotations
