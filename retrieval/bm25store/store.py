@@ -63,11 +63,11 @@ from retrieval.core.lru import ByteLRU
 logger = logging.getLogger(__name__)
 security_logger = logging.getLogger("rag.security")
 
-# How long a get waits for another process's build of its version before building it too: a
-# full build of a large knowledge base takes tens of seconds.
+# How long a get waits for another process's build of its version before building it too
+# (long enough for a full build of a large knowledge base) ...
 BUILD_WAIT_S = 30.0
-# ... or, with an older complete view to answer from, before answering from it (a delta takes
-# tens of milliseconds, so this is reached only when that build is slow).
+# ... or, with an older complete view to answer from, before answering from it (a delta is
+# quick, so this is reached only when that build is slow).
 STALE_WAIT_S = 1.0
 # While deferring to the worker, a process asks L2 and L3 for the new version at most this
 # often (each ask is a Redis and a PostgreSQL round trip that finds nothing until it is stored).

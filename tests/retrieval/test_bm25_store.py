@@ -150,7 +150,7 @@ def segment_key(store: BM25Store, kb: KnowledgeBase) -> str:
 
 @pytest.fixture
 def store(monkeypatch):
-    # Waiting for another builder gives up after BUILD_WAIT_S (30 s) and builds too; a loaded
+    # Waiting for another builder gives up after BUILD_WAIT_S and builds too; a loaded
     # machine can stretch a build that far, and "built once" would fail. The tests that wait
     # want to see the wait end because the build ended: give it the ceiling. (The one that
     # wants the give-up sets its own.)
