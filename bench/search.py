@@ -601,9 +601,9 @@ def _bm25_legs(index, kb: KnowledgeBase, queries: list[str], rank_queries: int) 
         return result
     from rank_bm25 import BM25Okapi
 
-    from retrieval.bm25store.fetch import fetch_tokens
+    from retrieval.bm25store.fetch import ready_chunks
 
-    _, tokens, _ = fetch_tokens(kb)
+    tokens = list(ready_chunks(kb).values_list("tokens", flat=True))
     started = time.perf_counter()
     reference = BM25Okapi(tokens)
     result["rank_bm25_build_s"] = round(time.perf_counter() - started, 2)

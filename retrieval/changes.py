@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from knowledge.models import Document, KnowledgeBase
 from rag_project.celery import enqueue, unfold
-from retrieval.bm25store import get_store
+from retrieval.bm25store import build_time_limit_s, get_store
 from retrieval.bm25store.merging import MAX_DELETED_FRACTION, MERGE_FACTOR
 from retrieval.calibration import calibrate
 from retrieval.models import BM25Manifest, BM25Segment
@@ -179,7 +179,7 @@ def reap_index_upkeep() -> dict[str, list[int]]:
     )
     for kb_id, version in stale_index:
         enqueue(INVALIDATE_AND_WARM, kb_id, index_version=version)
-    grace = timezone.now() - timedelta(seconds=settings.BM25_SEGMENT_GRACE_S)
+    grace = timezone.now() - timedelta(seconds=build_time_limit_s())
     to_merge = sorted(
         set(
             BM25Manifest.objects.filter(

@@ -292,27 +292,12 @@ LOGGING = {
 BM25_L1_MAX_BYTES = env.int("BM25_L1_MAX_BYTES", default=512 * 1024 * 1024)
 # L2: compressed, signed payloads in Redis expire after this long (L3 in PostgreSQL stays).
 BM25_L2_TTL_S = env.int("BM25_L2_TTL_S", default=24 * 60 * 60)
-# A build lock expires after this long, so a builder that died does not block its KB; keep it
-# above the slowest build.
-BM25_BUILD_LOCK_TIMEOUT_S = env.int("BM25_BUILD_LOCK_TIMEOUT_S", default=300)
-# How long a search on a cold KB waits for another process's build before building it itself.
-BM25_BUILD_WAIT_S = env.float("BM25_BUILD_WAIT_S", default=30.0)
-# A search whose knowledge base changed waits this long for another process's build of the new
-# version when it holds (or finds stored) an older complete one, then answers from the older.
-BM25_STALE_WAIT_S = env.float("BM25_STALE_WAIT_S", default=1.0)
 # After a change, a search process holding an older complete view answers from it for up to
 # this long while the Celery worker builds the new version (0: the first search builds it).
 # A new document should be searchable within 2 s of being ready, and a busy worker (embedding
 # uploads, merging) can reach a build seconds late: past this a search process builds the
 # version itself, so the deferral must stay well inside those 2 s.
 BM25_DEFER_BUILD_S = env.float("BM25_DEFER_BUILD_S", default=1.0)
-# Meanwhile a search process asks L2 and L3 for the new version at most this often (each ask
-# is a Redis and a PostgreSQL round trip; 0: every search asks), so it finds the stored version
-# at most this much later.
-BM25_RECHECK_S = env.float("BM25_RECHECK_S", default=0.05)
-# Segments a merge folded away are deleted from L3 this long after (a build that started from
-# the older manifest may still name them).
-BM25_SEGMENT_GRACE_S = env.float("BM25_SEGMENT_GRACE_S", default=600.0)
 # Serving processes (web, Celery workers) load the analyser, embedding models and the largest
 # knowledge bases' indexes at start-up in the background (retrieval.warmup); /healthz says how
 # far they got.

@@ -1,35 +1,20 @@
 """Building a knowledge base's segments from the tokens stored at ingestion (never re-analysed).
 
-Only searchable chunks are indexed (``knowledge.selectors.SEARCHABLE_CHUNK``: enabled chunks of
-ready, enabled documents). Every build reads the KB's ``index_version`` first and in the same
-REPEATABLE READ snapshot as the documents and chunks, so the version a manifest is labelled with
-is exactly the data it holds. (Called inside a caller's transaction, the snapshot is that
-transaction's; the version is still read first, and a label older than the content is safe:
-readers of the newer version do not take it as theirs.)
+Only searchable chunks are indexed (``knowledge.selectors.SEARCHABLE_CHUNK``). A build reads the
+KB's ``index_version`` first and in the same REPEATABLE READ snapshot as the documents and
+chunks, so a manifest's version is exactly the data it holds (inside a caller's transaction a
+label older than the content is safe: readers of the newer version do not take it as theirs).
 
-Two kinds of build:
+- **full**: every searchable chunk, in segments of at most ``MAX_SEGMENT_TOKENS`` tokens.
+- **delta**: from a stored manifest. The searchable documents' stamps (one small table, the
+  chunk table untouched) are compared with the manifest's: the chunks of documents gone or
+  changed join the deletions (found by the segments' ``groups``), and the chunks of documents
+  new or changed are fetched into one small segment. Another analysis basis (analyser
+  version, user words), or more than ``DELTA_MAX_FRACTION`` of the chunks, builds in full.
 
-- **full**: every searchable chunk, cut into segments of at most ``MAX_SEGMENT_TOKENS`` tokens
-  in the order PostgreSQL returns them; its time grows with the chunks, most of it fetching.
-- **delta**: from the newest stored manifest. The searchable documents and their stamps
-  (``processed_at`` and analyser version: one small table, the chunk table untouched) are
-  compared with the manifest's: the chunks of documents gone or changed are added to the
-  deletions (found by the segments' ``groups``, each chunk's document id, without asking the
-  database), and the chunks of documents new or changed are fetched (only theirs: a small read
-  for one document) into one small segment. A different analysis basis (analyser version or
-  user words), or a delta touching more than ``DELTA_MAX_FRACTION`` of the chunks, builds in
-  full instead.
-
-Fetching is the expensive half of a full build; ``retrieval.bm25store.fetch`` reads the tokens
-and builds the segments as they arrive (a reader thread, the token-to-id mapping, a builder
-thread: see there).
-
-Builds, full or delta, read the database the search reads (``retrieval.replica.search_reads``:
-a replica only inside a search that checked it holds the version asked for; the primary outside
-a search, so the warm-up after a change and the merges never meet a lagging replica). The
-version, documents and tokens come from that one database's snapshot, so the label is still
-exactly the content; what a build stores (segment and manifest rows) is written to the primary
-by the store.
+Builds read the database the search reads (``retrieval.replica.search_reads``: a replica only
+inside a search that checked it holds the version asked for, else the primary); the store
+writes what they make to the primary.
 """
 
 from __future__ import annotations
@@ -60,10 +45,9 @@ from retrieval.replica import search_reads
 
 # A delta deleting or adding more than this fraction of the live chunks is built in full.
 DELTA_MAX_FRACTION = 0.3
-# The searchable documents' ids, processed_at and analyser versions, packed as big-endian int8,
-# int8, int4 (20 bytes a document) into one value that numpy unpacks at once, where rows read
-# one by one would be a Python object per document at every change; an index-only scan of
-# ``document_searchable_stamps``. Sorted here.
+# The searchable documents' ids, processed_at and analyser versions packed in one value
+# (big-endian int8, int8, int4) that numpy unpacks at once: no Python object per document at
+# every change. An index-only scan of ``document_searchable_stamps``; sorted here.
 _SELECT_DOCUMENTS = (
     "SELECT string_agg(int8send(id) || "  # noqa: S608
     f"{PROCESSED_AT_BYTES} || int4send(analyzer_version::int4), '') "
@@ -87,7 +71,7 @@ def new_key() -> str:
     return uuid.uuid4().hex
 
 
-def build_full(knowledge_base: KnowledgeBase, merges: int = 0) -> Built:
+def build_full(knowledge_base: KnowledgeBase) -> Built:
     """Every searchable chunk, in segments; labelled with the version it reflects. Raises
     KnowledgeBase.DoesNotExist if the KB is gone."""
     started = time.perf_counter()
@@ -105,7 +89,6 @@ def build_full(knowledge_base: KnowledgeBase, merges: int = 0) -> Built:
         doc_ids=doc_ids,
         doc_stamps=stamps,
         basis=basis,
-        merges=merges,
         chunk_count=sum(map(len, segments.values())),
         build_seconds=seconds,
     )
@@ -171,6 +154,21 @@ def _unchanged(base: Manifest, doc_ids: np.ndarray, stamps: np.ndarray) -> np.nd
     if not base.doc_ids.size:
         return np.zeros(doc_ids.size, bool)
     return (base.doc_ids[at] == doc_ids) & (base.doc_stamps[at] == stamps)
+
+
+def current_version(knowledge_base: KnowledgeBase) -> int:
+    """The KB's index_version as committed now (one primary-key lookup), on the database a
+    build would read (``retrieval.replica.search_reads``: a search's route, else the
+    primary), so the version asked for and the version built agree."""
+    version = (
+        KnowledgeBase.objects.using(search_reads())
+        .filter(pk=knowledge_base.pk, tenant_id=knowledge_base.tenant_id)
+        .values_list("index_version", flat=True)
+        .first()
+    )
+    if version is None:
+        raise KnowledgeBase.DoesNotExist(f"knowledge base {knowledge_base.pk} does not exist")
+    return version
 
 
 def _version_and_basis(knowledge_base: KnowledgeBase, using: str | None = None) -> tuple[int, str]:

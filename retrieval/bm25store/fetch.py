@@ -1,33 +1,21 @@
-"""Reading a knowledge base's stored tokens for a build (they are never re-analysed).
+"""Reading a knowledge base's stored tokens into segments for a build (never re-analysed).
 
-Fetching is the expensive half of a full build: at a million chunks PostgreSQL produces 100M
-tokens, and any per-token Python object or step is paid a hundred million times. So:
+At a million chunks PostgreSQL produces 100M tokens, so nothing here is per-token Python
+beyond one dict lookup: each chunk's tokens arrive as one UTF-8 ``bytea`` (joined with a
+separator the analyser never emits), split as bytes and mapped straight to the segment's term
+ids; a row whose split does not give ``cardinality(tokens)`` tokens is read again as an array.
+A reader thread fetches the next rows from a server-side cursor and a builder thread inverts
+each segment once cut, while the calling thread maps tokens, so the three overlap.
 
-- PostgreSQL joins each chunk's tokens into one UTF-8 ``bytea`` (with a separator the analyser
-  never emits), and Python splits bytes: no decoding per token. A row whose split does not give
-  ``cardinality(tokens)`` tokens (a token holding the separator, or an empty or NULL element)
-  is fetched again as an array.
-- `fetch_segments` (what builds use) maps each token's bytes straight to its segment's term id
-  (one dict lookup per token; a term's bytes are decoded once per segment) into a flat int32
-  array: no list of strings per chunk, and the inversion after it is numpy only
-  (``Segment.from_term_ids``). Three things run at once: a reader thread fetches the next
-  batch of rows from a server-side cursor (waiting on PostgreSQL releases the GIL), the calling
-  thread maps tokens to ids, and a builder thread inverts each segment as soon as it is cut
-  (numpy's sort releases the GIL), so reading and building overlap instead of adding up
-  (figures: docs/performance.md, "1,000,000 chunks").
-- `fetch_tokens` returns token lists (strings, one per distinct term, shared): for callers that
-  need the tokens themselves (the rank_bm25 comparison in ``bench search``, tests).
-
-Both read inside the caller's transaction (the build's REPEATABLE READ snapshot) on database
-``using``; the reader thread uses that same connection while the calling thread leaves it
-alone, and is joined before the caller touches it again.
+Reads run inside the caller's transaction (the build's snapshot) on database ``using``; the
+reader thread uses that connection while the caller leaves it alone, and is joined before the
+caller touches it again.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
 from array import array
+from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -44,14 +32,6 @@ from retrieval.bm25.segment import MAX_SEGMENT_TOKENS, Segment, TermIds
 _SEPARATOR = "\x1f"
 _FETCH_ROWS = 5000
 _QUEUED_BATCHES = 4  # batches the reader may run ahead: ~20k chunks, tens of MB at most
-
-
-class _Terms(dict):
-    """bytes -> the one ``str`` of that term; decodes each distinct term once."""
-
-    def __missing__(self, key: bytes) -> str:
-        term = self[key] = key.decode()
-        return term
 
 
 def ready_chunks(knowledge_base: KnowledgeBase, using: str | None = None) -> QuerySet:
@@ -98,34 +78,6 @@ def _arrays(
         chunk_id: [t for t in tokens if t is not None]
         for chunk_id, tokens in rows.values_list("id", "tokens")
     }
-
-
-def fetch_tokens(
-    knowledge_base: KnowledgeBase,
-    documents: Sequence[int] | np.ndarray | None = None,
-    using: str | None = None,
-) -> tuple[list[int], list[list[str]], list[int]]:
-    """The ids, stored token lists and document ids of the knowledge base's searchable chunks
-    (of ``documents`` only, when given), as a build reads them (inside the caller's snapshot,
-    if any), from database ``using`` (default: the primary)."""
-    terms = _Terms()
-    term_of = terms.__getitem__
-    separator = _SEPARATOR.encode()
-    ids: list[int] = []
-    corpus: list[list[str]] = []
-    groups: list[int] = []
-    irregular: dict[int, int] = {}  # chunk id -> position in corpus
-    rows = _packed_rows(knowledge_base, documents, using)
-    for chunk_id, n_tokens, data, document_id in rows.iterator(chunk_size=_FETCH_ROWS):
-        tokens = list(map(term_of, bytes(data).split(separator))) if data else []
-        if len(tokens) != (n_tokens or 0):
-            irregular[chunk_id] = len(corpus)
-        ids.append(chunk_id)
-        corpus.append(tokens)
-        groups.append(document_id)
-    for chunk_id, tokens in _arrays(knowledge_base, list(irregular), using).items():
-        corpus[irregular[chunk_id]] = tokens
-    return ids, corpus, groups
 
 
 class _Part:
@@ -207,47 +159,24 @@ def fetch_segments(
 
 @contextmanager
 def _batches(rows: QuerySet) -> Iterator[Iterator[list[tuple]]]:
-    """Batches of the query's rows, read ahead by a thread of their own from a server-side
-    cursor on the query's connection (which the caller leaves alone until this exits)."""
+    """Batches of the query's rows, up to ``_QUEUED_BATCHES`` read ahead by a thread of their own
+    from a server-side cursor on the query's connection (which the caller leaves alone until
+    this exits); an error while reading is raised in the caller's thread."""
     compiler = rows.query.get_compiler(using=rows.db)
-    # Executed here, in the caller's thread and transaction; fetched in the reader's.
-    results = compiler.execute_sql(MULTI, chunked_fetch=True, chunk_size=_FETCH_ROWS)
-    ready: queue.Queue = queue.Queue(maxsize=_QUEUED_BATCHES)
-    stop = threading.Event()
-    done = object()
+    # Executed here, in the caller's thread and transaction; fetched and closed in the reader's.
+    results = iter(compiler.execute_sql(MULTI, chunked_fetch=True, chunk_size=_FETCH_ROWS))
+    with ThreadPoolExecutor(1, thread_name_prefix="bm25-fetch") as reader:
+        ahead = deque(reader.submit(next, results, None) for _ in range(_QUEUED_BATCHES))
 
-    def offer(item) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+        def consume() -> Iterator[list[tuple]]:
+            while (batch := ahead.popleft().result()) is not None:
+                ahead.append(reader.submit(next, results, None))
+                yield batch
 
-    def read() -> None:
         try:
-            for batch in results:
-                if not offer(batch):
-                    break
-            offer(done)
-        except BaseException as exc:  # handed to the caller's thread, raised there
-            offer(exc)
+            yield consume()
         finally:
-            close = getattr(results, "close", None)
-            if close is not None:
-                close()  # closes the server-side cursor, in this thread
-
-    def consume() -> Iterator[list[tuple]]:
-        while (item := ready.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    reader = threading.Thread(target=read, name="bm25-fetch", daemon=True)
-    reader.start()
-    try:
-        yield consume()
-    finally:
-        stop.set()
-        reader.join()
+            for pending in ahead:
+                pending.cancel()
+            if hasattr(results, "close"):  # closes the server-side cursor
+                reader.submit(results.close).result()

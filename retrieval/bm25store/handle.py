@@ -1,15 +1,63 @@
-"""What BM25Store.get returns: the index, its version, and how it was obtained."""
+"""A knowledge base's composed view of one manifest, and what BM25Store.get returns: a view
+and how it was obtained."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from functools import cached_property
+from typing import Any
 
+from retrieval.bm25.segment import Segment
 from retrieval.bm25.segmented import SegmentedIndex
+from retrieval.bm25store.manifest import Manifest
+from retrieval.bm25store.payload import SignedPayload
+from retrieval.core.identity import Identity
 
-if TYPE_CHECKING:
-    from retrieval.bm25store.store import View
+
+@dataclass(frozen=True)
+class View:
+    """What L1 holds for a knowledge base: a manifest, its segments and their composed view."""
+
+    manifest: Manifest
+    segments: dict[str, Segment]
+    index: SegmentedIndex
+    signature: str = ""  # of the stored manifest it was read from ("" if built here)
+
+    @property
+    def version(self) -> int:
+        return self.manifest.version
+
+    @cached_property
+    def nbytes(self) -> int:
+        return self.index.total_nbytes
+
+
+def compose(
+    manifest: Manifest,
+    segments: dict[str, Segment],
+    signature: str = "",
+    previous: View | None = None,
+) -> View:
+    """The view of ``manifest``; ``previous`` (an older view of the same knowledge base)
+    lends what it composed for the segments both hold, and the manifest's dead frequencies
+    spare a count over the postings of a segment with new deletions (``SegmentedIndex``)."""
+    ordered = [segments[key] for key in manifest.keys]
+    index = SegmentedIndex(
+        ordered,
+        deleted_per_segment=manifest.deletions(),
+        previous=previous.index if previous is not None else None,
+        dead_frequencies=manifest.dead_frequencies(),
+    )
+    return View(manifest, {key: segments[key] for key in manifest.keys}, index, signature)
+
+
+def sealed_view(identity: Identity, view: View) -> tuple[View, SignedPayload]:
+    """A view composed by the writer of its manifest, with the manifest recording the view's
+    dead frequencies (so readers need not count them), and that manifest's payload."""
+    manifest = view.manifest.with_dead(view.index.dead_frequencies())
+    payload = manifest.seal(identity)
+    return replace(view, manifest=manifest, signature=payload.signature), payload
 
 
 class Tier(StrEnum):

@@ -1,17 +1,14 @@
 """L2: Redis, shared by every process: a knowledge base's manifest and its segments, with a TTL.
 
-The manifest is one hash per knowledge base (``rag:bm25:m:<kb>``) holding ``v`` (version),
-``e`` (the KB's epoch, see ``retrieval.core.identity``), ``s`` (signature) and ``p``
-(payload). Its reads and writes are Lua scripts so that a stale manifest is never transferred
-(a read asks for "version >= n") and a slow writer can never replace a newer manifest with an
-older one. Each
-segment is a hash of its own (``rag:bm25:s:<kb>:<key>``: ``e``, ``s``, ``p``); segments never
-change, so they need no such care.
+The manifest is one hash per knowledge base (``rag:bm25:m:<kb>``: ``v`` version, ``e`` the
+KB's epoch (``retrieval.core.identity``), ``s`` signature, ``p`` payload), read and written by
+Lua scripts, so a read asking for "version >= n" never transfers an older one and a slow writer
+never replaces a newer one. Each segment is a hash of its own (``rag:bm25:s:<kb>:<key>``:
+``e``, ``s``, ``p``); segments never change.
 
-When Redis cannot be reached the tier steps aside: every call answers "nothing here" and the
-store goes on to PostgreSQL. The outage is logged once when it starts and once when it ends, and
-for ``RETRY_AFTER_S`` after a failure Redis is not even tried, so searches do not each pay a
-connection timeout.
+When Redis cannot be reached every call answers "nothing here" and the store goes on to
+PostgreSQL; the outage is logged when it starts and when it ends, and for ``RETRY_AFTER_S``
+after a failure Redis is not tried, so searches do not each pay a connection timeout.
 """
 
 from __future__ import annotations
@@ -112,13 +109,8 @@ class RedisTier:
 
     def version(self, identity: Identity) -> int | None:
         """The stored version only (cheap: for polling while another process builds)."""
-        reply = self._call(self.client.hmget, _KEY.format(identity.knowledge_base_id), "v", "e")
-        if not reply or reply[1] != str(identity.epoch).encode():
-            return None
-        try:
-            return int(reply[0])
-        except (TypeError, ValueError):
-            return None
+        head = self.signature(identity)
+        return head[0] if head else None
 
     def signature(self, identity: Identity) -> tuple[int, str] | None:
         """The stored manifest's version and signature, without its payload (cheap: a writer
@@ -142,14 +134,21 @@ class RedisTier:
         )
         return bool(result)
 
-    def get_segment(self, identity: Identity, key: str) -> SignedPayload | None:
-        """The segment's payload, or None (absent, another KB's leftover, or not ours)."""
-        reply = self._call(
-            self.client.hmget, _SEGMENT_KEY.format(identity.knowledge_base_id, key), "e", "s", "p"
-        )
-        if not reply or None in reply or reply[0] != str(identity.epoch).encode():
-            return None
-        return SignedPayload(segment_label(key), reply[1].decode("ascii", "replace"), reply[2])
+    def get_segments(self, identity: Identity, keys: list[str]) -> dict[str, SignedPayload]:
+        """The payloads of those segments held for this KB (not another KB's leftovers)."""
+
+        def read() -> list:
+            with self.client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hmget(_SEGMENT_KEY.format(identity.knowledge_base_id, key), "e", "s", "p")
+                return pipe.execute()
+
+        epoch = str(identity.epoch).encode()
+        return {
+            key: SignedPayload(segment_label(key), reply[1].decode("ascii", "replace"), reply[2])
+            for key, reply in zip(keys, self._call(read) or [], strict=False)
+            if None not in reply and reply[0] == epoch
+        }
 
     def put_segment(self, identity: Identity, key: str, payload: SignedPayload) -> None:
         name = _SEGMENT_KEY.format(identity.knowledge_base_id, key)
@@ -164,11 +163,15 @@ class RedisTier:
 
         self._call(write)
 
-    def drop_segment(self, knowledge_base_id: int, key: str) -> None:
-        self._call(self.client.delete, _SEGMENT_KEY.format(knowledge_base_id, key))
-
-    def drop(self, knowledge_base_id: int, signature: str) -> None:
-        self._call(self._drop, keys=[_KEY.format(knowledge_base_id)], args=[signature])
+    def drop(self, knowledge_base_id: int, signature: str | None, key: str | None = None) -> None:
+        """Drop the segment ``key``, else the manifest if it still has ``signature`` (a writer
+        may have replaced it since); with neither, the KB's every entry."""
+        if key is not None:
+            self._call(self.client.delete, _SEGMENT_KEY.format(knowledge_base_id, key))
+        elif signature is None:
+            self.delete(knowledge_base_id)
+        else:
+            self._call(self._drop, keys=[_KEY.format(knowledge_base_id)], args=[signature])
 
     def delete(self, knowledge_base_id: int) -> None:
         """The manifest and every segment of the knowledge base."""

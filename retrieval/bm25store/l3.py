@@ -1,15 +1,10 @@
-"""L3: the knowledge base's ``bm25_manifests`` row and its ``bm25_indexes`` segment rows (see
-retrieval.models).
+"""L3: the knowledge base's ``bm25_manifests`` row and its ``bm25_indexes`` segment rows.
 
-Plain SQL on purpose: a read fetches payloads (megabytes for a large segment) in one query, and
-a manifest write is one upsert that never replaces a newer version (a slow builder of an old
-version cannot undo a faster one's work). A merge replaces the manifest of the same version only
-if it is still the one the merge started from (compare-and-set on the signature).
-
-Payloads travel as binary both ways through a server-side-binding psycopg cursor on Django's
-connection: Django's client-side binding would inline them as hex literals twice their size,
-and text-format results hex-encode them too, each several times slower than binary (see
-docs/performance.md).
+Plain SQL: a read fetches payloads in one query; a manifest write is one upsert that never
+replaces a newer version, and a merge's replaces the same version only if it is still the one
+merged (compare-and-set on the signature). Payloads travel as binary both ways through a
+server-side-binding psycopg cursor on Django's connection (client-side binding would inline
+them as hex literals twice their size).
 """
 
 from __future__ import annotations
@@ -25,6 +20,7 @@ from django.utils import timezone
 
 from retrieval.bm25store.manifest import Manifest
 from retrieval.bm25store.payload import SignedPayload, manifest_label, segment_label
+from retrieval.core.identity import Identity
 from retrieval.models import BM25Manifest, BM25Segment
 
 _MANIFESTS = BM25Manifest._meta.db_table
@@ -75,13 +71,13 @@ def _bytes(data) -> bytes:
 class TableTier:
     # ------------------------------------------------------------------ manifests
 
-    def get(
-        self, tenant_id: int, knowledge_base_id: int, min_version: int
-    ) -> tuple[int, SignedPayload] | None:
+    def get(self, identity: Identity, min_version: int) -> tuple[int, SignedPayload] | None:
         """The manifest (version, payload) if it holds at least ``min_version``."""
         with _binary_cursor() as cursor:
             cursor.execute(
-                _SELECT_MANIFEST, [knowledge_base_id, tenant_id, min_version], binary=True
+                _SELECT_MANIFEST,
+                [identity.knowledge_base_id, identity.tenant_id, min_version],
+                binary=True,
             )
             row = cursor.fetchone()
         if row is None:
@@ -130,11 +126,11 @@ class TableTier:
         except IntegrityError:  # the knowledge base is gone
             return False
 
-    def drop(self, knowledge_base_id: int, signature: str) -> None:
-        """Delete the manifest that failed its check (not one a builder wrote since)."""
-        BM25Manifest.objects.filter(
-            knowledge_base_id=knowledge_base_id, signature=signature
-        ).delete()
+    def drop(self, knowledge_base_id: int, signature: str, key: str | None = None) -> None:
+        """Delete the segment ``key`` (else the manifest) that failed its check, not one a
+        builder wrote since."""
+        rows = BM25Manifest.objects if key is None else BM25Segment.objects.filter(key=key)
+        rows.filter(knowledge_base_id=knowledge_base_id, signature=signature).delete()
 
     def delete(self, knowledge_base_id: int) -> None:
         """The manifest and every segment."""
@@ -143,14 +139,14 @@ class TableTier:
 
     # ------------------------------------------------------------------ segments
 
-    def get_segments(
-        self, tenant_id: int, knowledge_base_id: int, keys: Sequence[str]
-    ) -> dict[str, SignedPayload]:
+    def get_segments(self, identity: Identity, keys: Sequence[str]) -> dict[str, SignedPayload]:
         if not keys:
             return {}
         with _binary_cursor() as cursor:
             cursor.execute(
-                _SELECT_SEGMENTS, [knowledge_base_id, tenant_id, list(keys)], binary=True
+                _SELECT_SEGMENTS,
+                [identity.knowledge_base_id, identity.tenant_id, list(keys)],
+                binary=True,
             )
             rows = cursor.fetchall()
         return {
@@ -187,11 +183,6 @@ class TableTier:
                 return cursor.rowcount == 1
         except IntegrityError:  # the knowledge base is gone
             return False
-
-    def drop_segment(self, knowledge_base_id: int, key: str, signature: str) -> None:
-        BM25Segment.objects.filter(
-            knowledge_base_id=knowledge_base_id, key=key, signature=signature
-        ).delete()
 
     def mark_dropped(self, knowledge_base_id: int, keys: Sequence[str]) -> None:
         """Segments a merge folded away: deleted by ``collect_garbage`` after the grace."""

@@ -1,16 +1,19 @@
 """One build per (knowledge base, version) at a time across processes.
 
-The lock lives in Redis (SET NX PX with a random token, released by compare-and-delete: redis-py's
-Lock), expiring after ``BM25_BUILD_LOCK_TIMEOUT_S`` so a builder that dies frees it. While Redis
-is down a PostgreSQL session-level advisory lock on the caller's connection takes its place.
+The lock lives in Redis (redis-py's Lock: SET NX PX with a random token, released by
+compare-and-delete) and expires after ``build_time_limit_s``, so a builder that dies frees it.
+While Redis is down a PostgreSQL session-level advisory lock on the caller's connection takes
+its place.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import redis
+from django.conf import settings
 from django.db import DatabaseError, connection
 
 from retrieval.bm25store.l2 import RedisTier
@@ -19,46 +22,47 @@ from retrieval.core.identity import Identity
 logger = logging.getLogger(__name__)
 
 
-class HeldLock(Protocol):
-    def release(self) -> None: ...
+def build_time_limit_s() -> int:
+    """The longest a build may run: a Celery task's (the worker's builds and merges are stopped
+    past it). A build lock expires after it, so a builder that died frees its knowledge base,
+    and segments a merge folded away stay stored that long."""
+    return settings.CELERY_TASK_TIME_LIMIT
 
 
-class _RedisLock:
-    def __init__(self, lock) -> None:
-        self._lock = lock
-
-    def release(self) -> None:
-        try:
-            self._lock.release()
-        except redis.exceptions.LockNotOwnedError:
-            logger.warning(
-                "a BM25 build outlasted BM25_BUILD_LOCK_TIMEOUT_S; another build may have run "
-                "beside it"
-            )
-        except redis.RedisError:
-            pass  # it expires on its own
-
-
-class _AdvisoryLock:
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def release(self) -> None:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [self._name])
-        except DatabaseError:
-            pass  # the session is gone, and its advisory locks with it
-
-
-def try_build_lock(l2: RedisTier, identity: Identity, version: int) -> HeldLock | None:
-    """Take the build lock without waiting; None if another process holds it."""
+@contextmanager
+def build_lock(l2: RedisTier, identity: Identity, version: int) -> Iterator[bool]:
+    """Whether the build lock of (KB, ``version``) was taken, without waiting; held until the
+    block ends."""
     try:
         lock = l2.lock(identity, version)
     except redis.RedisError:
         name = f"rag.bm25.build:{identity.knowledge_base_id}:{identity.epoch}:{version}"
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name])
-            acquired = cursor.fetchone()[0]
-        return _AdvisoryLock(name) if acquired else None
-    return _RedisLock(lock) if lock is not None else None
+        with _advisory_lock(name) as taken:
+            yield taken
+        return
+    try:
+        yield lock is not None
+    finally:
+        if lock is not None:
+            try:
+                lock.release()
+            except redis.exceptions.LockNotOwnedError:
+                logger.warning("a BM25 build outlasted its lock; another may have run beside it")
+            except redis.RedisError:
+                pass  # it expires on its own
+
+
+@contextmanager
+def _advisory_lock(name: str) -> Iterator[bool]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name])
+        taken = cursor.fetchone()[0]
+    try:
+        yield taken
+    finally:
+        if taken:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [name])
+            except DatabaseError:
+                pass  # the session is gone, and its advisory locks with it

@@ -1,27 +1,16 @@
 """A manifest: which segments (and which deletions) make a knowledge base's index at a version.
 
-Besides the segment keys and the deleted chunk ids it records the state of every searchable
-document it reflects, its id and ``(processed_at, analyzer_version)`` packed as one int64
-(``retrieval.core.stamps.document_stamp``), and the ``basis`` (analyser version and the
-knowledge base's user words) its tokens were analysed under. The next version's manifest is
-made from it by a delta (``retrieval.bm25store.build``): documents whose stamp changed or that
-are gone have their chunks deleted, documents new or changed become one small segment. A
-different basis means every token may differ: full build.
+It also records every searchable document it reflects (id and ``document_stamp``) and the
+analysis ``basis`` (analyser version, user words), from which the next version is built as a
+delta (``build``), and per segment with deletions how many deleted chunks hold each term
+(``dead``), so readers compose the view without a pass over the postings; a manifest without
+them is still read, and its readers count.
 
-It also records, per segment with deletions, how many of its deleted chunks hold each of its
-terms (``dead``): every search process composing the version then has the segment's live
-document frequencies from those counts instead of a pass over its postings. The writer takes
-them from the view it composed (``SegmentedIndex.dead_frequencies``); a manifest without them
-(an older writer's) is still read, and its readers count.
-
-Stored as plain integer arrays behind a JSON header (format 2, ``to_bytes``): never a pickle,
-signed like a segment (``payload``) with the version in the label. Integer arrays are written in
-the narrowest unsigned type that holds them (``_narrow``), ascending ones as differences (small
-numbers that compress well), and read into the types above. Format 1 (``np.savez``, read with
-``allow_pickle=False``), which earlier releases wrote, is still read: an upgrade keeps the
-stored indexes. Every process composing a version reads its manifest and the writer seals one,
-at every change: format 2 is smaller, and quicker to read and to write, than format 1's archive
-of wide arrays (figures: docs/performance.md, "A change, per process").
+Stored as plain integer arrays behind a JSON header (format 2, ``to_bytes``), never a pickle,
+signed like a segment (``payload``) with the version in the label: each array in the narrowest
+unsigned type that holds it (``_narrow``), ascending ones as differences. Format 1
+(``np.savez``, read with ``allow_pickle=False``), which earlier releases wrote, is still read,
+so an upgrade keeps the stored indexes.
 """
 
 from __future__ import annotations
@@ -110,6 +99,22 @@ class Manifest:
                 np.concatenate([np.empty(0, np.int32), *(t for t, _ in per_segment)]),
                 np.concatenate([np.empty(0, np.int32), *(c for _, c in per_segment)]),
             ),
+        )
+
+    def folded(self, plan: list[int], key: str | None) -> Manifest:
+        """This version with the segments at positions ``plan`` folded into segment ``key``
+        (their live chunks; None when there are none): one merge more, dead not yet recorded."""
+        deletions = self.deletions()
+        kept = [i for i in range(len(self.keys)) if i not in plan]
+        return replace(
+            self,
+            keys=tuple(self.keys[i] for i in kept) + ((key,) if key else ()),
+            deleted=np.concatenate([np.empty(0, np.int64), *(deletions[i] for i in kept)]),
+            deleted_in=np.repeat(
+                np.arange(len(kept), dtype=np.int32), [deletions[i].size for i in kept]
+            ),
+            merges=self.merges + 1,
+            dead=None,
         )
 
     def to_bytes(self) -> bytes:
@@ -250,11 +255,8 @@ class Manifest:
 
 def _narrow(values: np.ndarray) -> np.ndarray:
     """Integers in the narrowest unsigned type that holds them all (as given when one is
-    negative or past 32 bits): the reader converts every array to its own type
-    (``from_bytes``), so this is the same manifest to any reader, in fewer bytes to compress,
-    store and read. Most of a manifest's arrays are dead frequencies, whose local term ids fit
-    under 65,536 and counts under 256 or 65,536, and ids under 2**32: as int32 and int64 they
-    would be mostly zero bytes."""
+    negative or past 32 bits): readers convert each array to its own type, so this only saves
+    bytes (mostly dead frequencies: small term ids and counts)."""
     values = np.asarray(values)
     if not values.size:
         return values.astype(np.uint8)

@@ -11,12 +11,9 @@ A fold never makes a segment past ``MAX_SEGMENT_TOKENS``.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from retrieval.bm25.segment import MAX_SEGMENT_TOKENS
-
-if TYPE_CHECKING:
-    from retrieval.bm25store.store import View
+from retrieval.bm25store.handle import View
 
 MERGE_FACTOR = 10
 MAX_DELETED_FRACTION = 0.2

@@ -1,22 +1,19 @@
 """The stored form of segments and manifests in L2 and L3: zlib-compressed, HMAC-signed, bound
 to their knowledge base.
 
-The signature is an HMAC-SHA256 under a key derived from SECRET_KEY (Django's ``salted_hmac``
-with a salt of its own), over the KB's identity (tenant id, KB id, creation time) and a label
-followed by the exact stored bytes. The label is ``s:<key>`` for a segment and ``m:<version>``
-for a manifest, so a valid payload copied to another KB's key, passed off as another segment or
-relabelled with another version fails the check like a flipped byte does. Verification accepts
-``SECRET_KEY_FALLBACKS`` too, so rotating the key does not throw every cached index away.
-
-A segment is unpickled only after its signature checked out (``Segment.from_bytes`` unpickles);
-a manifest is plain integer arrays behind a JSON header, never a pickle, and is checked all
-the same.
+The signature is an HMAC-SHA256 (Django's ``salted_hmac`` under SECRET_KEY, or one of
+``SECRET_KEY_FALLBACKS`` so a key rotation keeps the cached indexes) over the KB's identity,
+a label (``s:<key>`` for a segment, ``m:<version>`` for a manifest) and the exact stored bytes:
+a payload copied to another KB, passed off as another segment or relabelled with another
+version fails like a flipped byte. A segment is unpickled only after its signature checked out.
 """
 
 from __future__ import annotations
 
 import hmac
 import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -71,6 +68,16 @@ def seal(identity: Identity, label: str, raw: bytes) -> SignedPayload:
 
 def seal_segment(identity: Identity, key: str, segment: Segment) -> SignedPayload:
     return seal(identity, segment_label(key), segment.to_bytes())
+
+
+def seal_segments(identity: Identity, segments: dict[str, Segment]) -> Iterator[SignedPayload]:
+    """The segments' payloads in order. Several (a full build) are sealed by two threads while
+    the caller writes the ones before (zlib and the HMAC release the GIL)."""
+    if len(segments) < 2:
+        yield from (seal_segment(identity, key, s) for key, s in segments.items())
+        return
+    with ThreadPoolExecutor(2, thread_name_prefix="bm25-seal") as pool:
+        yield from pool.map(lambda item: seal_segment(identity, *item), segments.items())
 
 
 def verify(identity: Identity, payload: SignedPayload) -> None:

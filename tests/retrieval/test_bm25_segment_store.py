@@ -6,9 +6,11 @@ the knowledge base's searchable chunks."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import numpy as np
 import pytest
+from django.db.models import F
 from rank_bm25 import BM25Okapi
 
 from knowledge.analysis import get_analyzer
@@ -18,7 +20,8 @@ from knowledge.services import documents as document_services
 from knowledge.services.curation import ChunkChanges, set_document_enabled, update_chunk
 from knowledge.services.knowledge_bases import update_knowledge_base
 from knowledge.services.processing import process_document
-from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier
+from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, build_time_limit_s
+from retrieval.bm25store import store as store_module
 from retrieval.bm25store.merging import MERGE_FACTOR
 from retrieval.bm25store.payload import SignedPayload, manifest_label, open_raw, seal
 from retrieval.core.identity import identity_of
@@ -53,10 +56,10 @@ def assert_exact(kb: KnowledgeBase, handle) -> None:
 
 
 @pytest.fixture
-def store():
+def store(monkeypatch):
     merges_due: list[int] = []
-    config = BM25StoreConfig.from_settings(build_wait_s=CEILING_S)
-    store = BM25Store(config, on_merge_due=merges_due.append)
+    monkeypatch.setattr(store_module, "BUILD_WAIT_S", CEILING_S)
+    store = BM25Store(on_merge_due=merges_due.append)
     store.merges_due = merges_due
     store.created = []
     yield store
@@ -239,19 +242,18 @@ def test_merges_fold_segments_without_changing_a_score(store, kb):
             assert score == pytest.approx(scores[tuple(query)][chunk_id], abs=1e-12)
     assert_exact(kb, after)
     assert store.merge(kb) == "nothing to merge"
-    # Folded segments are marked and deleted after the grace period (0 here), not before.
+    # Folded segments are marked, and deleted once a build may no longer name them, not before.
     dropped = BM25Segment.objects.filter(knowledge_base=kb, dropped_at__isnull=False)
-    assert dropped.count() >= MERGE_FACTOR
+    count = dropped.count()
+    assert count >= MERGE_FACTOR
+    dropped.update(dropped_at=F("dropped_at") - timedelta(seconds=build_time_limit_s() - 60))
     assert store.collect_garbage(kb) == 0
-    impatient = BM25Store(BM25StoreConfig.from_settings(segment_grace_s=0))
-    try:
-        assert impatient.collect_garbage(kb) == dropped.count() or not dropped.exists()
-        assert not BM25Segment.objects.filter(knowledge_base=kb, dropped_at__isnull=False).exists()
-        store.l1.clear()
-        store.l2.delete(kb.pk)
-        assert_exact(kb, store.get(kb))  # everything the manifest names is still stored
-    finally:
-        impatient.l2.client.close()
+    dropped.update(dropped_at=F("dropped_at") - timedelta(seconds=61))
+    assert store.collect_garbage(kb) == count
+    assert not dropped.exists()
+    store.l1.clear()
+    store.l2.delete(kb.pk)
+    assert_exact(kb, store.get(kb))  # everything the manifest names is still stored
 
 
 def test_the_writer_builds_on_the_view_it_holds_while_that_is_the_stored_one(
@@ -265,8 +267,14 @@ def test_the_writer_builds_on_the_view_it_holds_while_that_is_the_stored_one(
         add_document(kb, f"{n}.md", doc(n))
         store.get(kb)
     reads = []  # the stored manifests this process opens
-    read = store._open_manifest
-    monkeypatch.setattr(store, "_open_manifest", lambda *args: reads.append(1) or read(*args))
+    opened = store._open
+
+    def counted(*args, key=None, **kwargs):
+        if key is None:
+            reads.append(1)
+        return opened(*args, key=key, **kwargs)
+
+    monkeypatch.setattr(store, "_open", counted)
     add_document(kb, "next.md", doc(100))
     delta = store.get(kb)
     assert (delta.built, reads) == ("delta", [])
@@ -288,13 +296,14 @@ def test_the_writer_builds_on_the_view_it_holds_while_that_is_the_stored_one(
     assert set(after.view.manifest.keys) <= stored
 
 
-def test_a_search_answers_from_its_older_view_while_another_process_builds(store, kb):
+def test_a_search_answers_from_its_older_view_while_another_process_builds(store, kb, monkeypatch):
     add_document(kb, "a.md", doc(1))
     old = store.get(kb)
     add_document(kb, "b.md", doc(2))
     lock = store.l2.lock(identity_of(kb), version_of(kb))  # another process is building
     assert lock is not None
-    patient = BM25Store(BM25StoreConfig.from_settings(stale_wait_s=0.1))
+    monkeypatch.setattr(store_module, "STALE_WAIT_S", 0.1)
+    patient = BM25Store()
     try:
         patient.l1.put(identity_of(kb), old.view, old.version)
         handle = patient.get(kb)
@@ -310,12 +319,13 @@ def test_a_search_answers_from_its_older_view_while_another_process_builds(store
         patient.l2.client.close()
 
 
-def test_a_search_process_leaves_the_build_after_a_change_to_the_worker(store, kb):
+def test_a_search_process_leaves_the_build_after_a_change_to_the_worker(store, kb, monkeypatch):
     """A web process holding the version before answers from it (stale, deferred) without
     building or taking the build lock; once the worker has stored the new version, the next
     search loads just its new segment."""
     add_document(kb, "a.md", doc(1))
-    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S, recheck_s=0))
+    monkeypatch.setattr(store_module, "RECHECK_S", 0)
+    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S))
     try:
         old = web.get(kb)
         add_document(kb, "b.md", doc(2))
@@ -336,18 +346,21 @@ def test_a_search_process_leaves_the_build_after_a_change_to_the_worker(store, k
         web.l2.client.close()
 
 
-def test_while_deferring_a_search_process_asks_the_lower_tiers_at_most_every_recheck_s(store, kb):
+def test_while_deferring_a_search_process_asks_the_lower_tiers_at_most_every_recheck_s(
+    store, kb, monkeypatch
+):
     """Searches after the first that found L2 and L3 without the new version answer from the
-    held view without asking again for ``recheck_s``: the worker's stored version is picked
+    held view without asking again for ``RECHECK_S``: the worker's stored version is picked
     up by the first search after that, not before."""
     add_document(kb, "a.md", doc(1))
-    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S, recheck_s=CEILING_S))
+    monkeypatch.setattr(store_module, "RECHECK_S", CEILING_S)
+    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S))
     try:
         old = web.get(kb)
         add_document(kb, "b.md", doc(2))
         assert web.get(kb).deferred  # asked L2 and L3: not there yet
         assert store.warm(kb).built == "delta"  # stored now
-        again = web.get(kb)  # within recheck_s: not asked
+        again = web.get(kb)  # within RECHECK_S: not asked
         assert again.deferred and again.version == old.version < again.asked_version
         assert hits(again, "marker2") == []
         add_document(kb, "c.md", doc(3))  # another version: asked at once
@@ -359,9 +372,10 @@ def test_while_deferring_a_search_process_asks_the_lower_tiers_at_most_every_rec
         web.l2.client.close()
 
 
-def test_a_stored_version_is_found_once_recheck_s_has_passed(store, kb):
+def test_a_stored_version_is_found_once_recheck_s_has_passed(store, kb, monkeypatch):
     add_document(kb, "a.md", doc(1))
-    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S, recheck_s=0.2))
+    monkeypatch.setattr(store_module, "RECHECK_S", 0.2)
+    web = BM25Store(BM25StoreConfig.from_settings(defer_build_s=CEILING_S))
     try:
         web.get(kb)
         add_document(kb, "b.md", doc(2))

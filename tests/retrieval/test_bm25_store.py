@@ -29,7 +29,10 @@ from rag_project import embedded
 from retrieval.bm25 import SegmentedIndex
 from retrieval.bm25.segment import SEGMENT_FORMAT_VERSION, Segment
 from retrieval.bm25store import BM25Store, BM25StoreConfig, Tier, availability, fetch
-from retrieval.bm25store.fetch import fetch_segments, fetch_tokens
+from retrieval.bm25store import store as store_module
+from retrieval.bm25store.fetch import fetch_segments
+from retrieval.bm25store.handle import View, compose
+from retrieval.bm25store.manifest import Manifest
 from retrieval.bm25store.payload import (
     PayloadRejected,
     SignedPayload,
@@ -38,7 +41,6 @@ from retrieval.bm25store.payload import (
     segment_label,
     sign,
 )
-from retrieval.bm25store.store import View
 from retrieval.core.identity import Identity, identity_of, knowledge_base_slot
 from retrieval.core.lru import ByteLRU
 from retrieval.models import BM25Manifest, BM25Segment
@@ -122,6 +124,21 @@ def put_in_l2(store: BM25Store, identity: Identity, view: View) -> None:
     store.l2.put(identity, view.version, view.manifest.seal(identity))
 
 
+def view_of_corpus(version: int, doc_ids: list[int], corpus: list[list[str]]) -> View:
+    """A one-segment view of token lists, stored nowhere."""
+    manifest = Manifest(
+        version=version,
+        keys=("corpus",),
+        deleted=np.empty(0, np.int64),
+        deleted_in=np.empty(0, np.int32),
+        doc_ids=np.empty(0, np.int64),
+        doc_stamps=np.empty(0, np.int64),
+        basis="",
+        chunk_count=len(doc_ids),
+    )
+    return compose(manifest, {"corpus": Segment.build(doc_ids, corpus, doc_ids)})
+
+
 def manifest_key(kb: KnowledgeBase) -> str:
     return f"rag:bm25:m:{kb.pk}"
 
@@ -132,12 +149,13 @@ def segment_key(store: BM25Store, kb: KnowledgeBase) -> str:
 
 
 @pytest.fixture
-def store():
-    # Waiting for another builder gives up after BM25_BUILD_WAIT_S (30 s) and builds too; a
-    # loaded machine can stretch a build that far, and "built once" would fail. The tests that
-    # wait want to see the wait end because the build ended: give it the ceiling. (The one
-    # that wants the give-up makes its own impatient store.)
-    store = BM25Store(BM25StoreConfig.from_settings(build_wait_s=CEILING_S))
+def store(monkeypatch):
+    # Waiting for another builder gives up after BUILD_WAIT_S and builds too; a loaded
+    # machine can stretch a build that far, and "built once" would fail. The tests that wait
+    # want to see the wait end because the build ended: give it the ceiling. (The one that
+    # wants the give-up sets its own.)
+    monkeypatch.setattr(store_module, "BUILD_WAIT_S", CEILING_S)
+    store = BM25Store()
     created: list[int] = []
     store.created = created
     yield store
@@ -265,9 +283,9 @@ def test_segments_read_in_parts_hold_exactly_the_stored_tokens(bare_kb):
     corpus[251] = [""]
     corpus[400] = []
     add_ready_chunks(bare_kb, corpus)
-    ids, token_lists, groups = fetch_tokens(bare_kb)
-    by_id = dict(zip(ids, zip(token_lists, groups, strict=True), strict=True))
-    assert by_id[min(ids) + 250][0] == ["a", "b"]
+    stored = Chunk.objects.filter(knowledge_base=bare_kb).values_list("id", "tokens", "document_id")
+    by_id = {i: ([t for t in tokens if t is not None], group) for i, tokens, group in stored}
+    ids = list(by_id)
 
     segments = fetch_segments(bare_kb, max_tokens=2000)
 
@@ -443,7 +461,7 @@ def test_a_tampered_l3_payload_is_never_loaded_but_dropped_logged_and_rebuilt(
     else:  # a valid segment passed off as another
         row.key = "0" * 32
         BM25Manifest.objects.filter(knowledge_base=kb).delete()
-        stored = View.of_corpus(version_of(kb), [1], [["zebrafish"]])
+        stored = view_of_corpus(version_of(kb), [1], [["zebrafish"]])
         manifest = dataclasses.replace(stored.manifest, keys=("0" * 32,))
         payload = manifest.seal(identity_of(kb))
         store.l3.put(kb.tenant_id, kb.pk, manifest, payload)
@@ -468,7 +486,7 @@ def test_an_entry_left_by_another_kb_of_the_same_id_is_discarded_not_served(stor
     """A database made afresh reuses KB ids while Redis keeps the old ones' entries."""
     identity = identity_of(kb)
     stranger = Identity(identity.tenant_id, identity.knowledge_base_id, identity.epoch + 1)
-    foreign = View.of_corpus(version_of(kb) + 5, [1, 2, 3], [["zebrafish"], ["other"], ["words"]])
+    foreign = view_of_corpus(version_of(kb) + 5, [1, 2, 3], [["zebrafish"], ["other"], ["words"]])
     put_in_l2(store, stranger, foreign)
 
     with caplog.at_level(logging.WARNING, logger="rag.security"):
@@ -513,7 +531,7 @@ def test_a_cold_get_waits_for_another_process_build_instead_of_building(
     add_ready_chunks(kb, corpus)
     identity, version = identity_of(kb), version_of(kb)
     ids = Chunk.objects.filter(knowledge_base=kb).order_by("position").values_list("id", flat=True)
-    built = View.of_corpus(version, list(ids), corpus)
+    built = view_of_corpus(version, list(ids), corpus)
 
     # The other builder finishes once our get is waiting: when the get, refused the lock,
     # first polls L2 for the other's result. (Finishing after a fixed delay instead raced the
@@ -545,10 +563,11 @@ def test_a_cold_get_waits_for_another_process_build_instead_of_building(
     assert handle.index.search(["gamma"], 5) == [(ids[1], pytest.approx(0.468647, abs=1e-6))]
 
 
-def test_when_the_wait_runs_out_the_get_builds_itself_and_says_so(bare_kb, holder):
+def test_when_the_wait_runs_out_the_get_builds_itself_and_says_so(bare_kb, holder, monkeypatch):
     kb = bare_kb
     add_ready_chunks(kb, [["alpha", "beta"], ["beta", "gamma"]])
-    impatient = BM25Store(BM25StoreConfig.from_settings(build_wait_s=0.2))
+    monkeypatch.setattr(store_module, "BUILD_WAIT_S", 0.2)
+    impatient = BM25Store()
     try:
         handle = impatient.get(kb)
     finally:

@@ -12,7 +12,8 @@ from django.conf import settings
 
 from rag_project.celery import app, enqueue
 from retrieval import changes
-from retrieval.bm25store import BM25Store, BM25StoreConfig
+from retrieval.bm25store import BM25Store
+from retrieval.bm25store import store as store_module
 from retrieval.bm25store.merging import MERGE_FACTOR
 from tests.conftest import CEILING_S
 from tests.factories import add_document
@@ -55,10 +56,11 @@ def test_a_task_queued_by_name_is_sent_and_an_unknown_name_fails_the_caller(
 
 
 def test_a_build_that_leaves_segments_to_fold_has_their_merge_queued(
-    django_capture_on_commit_callbacks,
+    django_capture_on_commit_callbacks, monkeypatch
 ):
     kb = make_kb()
-    store = BM25Store(BM25StoreConfig.from_settings(build_wait_s=CEILING_S))
+    monkeypatch.setattr(store_module, "BUILD_WAIT_S", CEILING_S)
+    store = BM25Store()
     try:
         with django_capture_on_commit_callbacks(execute=True):
             store.get(kb)

@@ -59,7 +59,7 @@ from django.test import override_settings
 from knowledge.models import KnowledgeBase
 from retrieval import replica
 from retrieval.bm25store.build import build_full
-from retrieval.bm25store.store import current_version
+from retrieval.bm25store.build import current_version
 from retrieval.vector.matrix import load
 kb = KnowledgeBase.objects.get(pk=KB)
 out = {}

@@ -10,12 +10,12 @@ from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services.knowledge_bases import create_knowledge_base
 from retrieval.bm25store import BM25Store, availability
-from retrieval.bm25store.store import View
 from retrieval.core.identity import identity_of
 from retrieval.search import InvalidSearch, KnowledgeBaseNotFound, RAGService
 from retrieval.search.types import SearchFilters
 from tests.factories import TenantFactory, add_document
 from tests.fake_services import FakeEmbeddingsServer, Scripted
+from tests.retrieval.test_bm25_store import view_of_corpus
 
 pytestmark = pytest.mark.django_db
 
@@ -230,7 +230,7 @@ def test_a_foreign_chunk_in_a_cached_index_is_never_returned(manuals):
     secret_chunk = Chunk.objects.get(document=secret)
     store = BM25Store()
     kb = KnowledgeBase.objects.get(pk=manuals.pk)
-    poisoned = View.of_corpus(kb.index_version, [secret_chunk.pk], [secret_chunk.tokens])
+    poisoned = view_of_corpus(kb.index_version, [secret_chunk.pk], [secret_chunk.tokens])
     store.l1.put(identity_of(kb), poisoned, kb.index_version)
     result = RAGService(manuals.tenant, store=store).search("gate valve key", kb.pk, mode="keyword")
     assert result.trace.keyword.candidates == 1  # the poisoned cache offered it...

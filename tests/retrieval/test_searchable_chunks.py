@@ -15,7 +15,7 @@ from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Chunk
 from knowledge.services.curation import ChunkChanges, set_document_enabled, update_chunk
 from knowledge.services.knowledge_bases import create_knowledge_base
-from retrieval.bm25store.fetch import fetch_tokens
+from retrieval.bm25store.fetch import fetch_segments
 from retrieval.core.filter_sql import allowed_chunk_ids
 from retrieval.langchain import KnowledgeBaseRetriever, KnowledgeBaseVectorStore
 from retrieval.search import RAGService
@@ -107,7 +107,7 @@ def found_by_every_entry_point(kb, other_kb, client, admin_client) -> dict[str, 
 def stores_hold(kb) -> dict[str, bool]:
     """Whether each store search reads holds the target chunk."""
     kb.refresh_from_db()
-    ids, _, _ = fetch_tokens(kb)
+    ids = {chunk_id for segment in fetch_segments(kb) for chunk_id in segment.doc_ids.tolist()}
     matrix, _ = load(kb, None, 1 << 30)
     filters = SearchFilters.from_dict({"metadata": {}})
     vector = [1.0] * 64
