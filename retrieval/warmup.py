@@ -171,7 +171,7 @@ def _bm25_compiled() -> bool:
 def _vector_compiled() -> bool:
     """The vector leg's compiled loops (``retrieval.vector.kernels``), for IVF bases' codes:
     whether they are in use."""
-    return settings.VECTOR_IVF_CODES and vector_kernels.load()
+    return vector_kernels.load()
 
 
 def _routes() -> int:
