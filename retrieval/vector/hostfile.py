@@ -193,8 +193,7 @@ def write(
     """Write a base of these rows (ids ascending, float32 unit vectors), with an IVF from
     ``VECTOR_IVF_MIN_ROWS`` rows, map it back and delete older bases; None when another
     process is writing one for this knowledge base (keep the rows in memory this time)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with _writer_lock(folder) as locked:
+    with exclusive(folder, wait_s=0) as locked:
         if not locked:
             return None
         stem = folder / f"{stamp_key(stamp)}-v{version}"
@@ -291,14 +290,19 @@ def _write_atomically(
     os.replace(temporary, path)
 
 
-_held = threading.local()  # folders whose writer lock this thread holds (``exclusive``)
+_held = threading.local()  # folders whose writer lock this thread holds
 
 
 @contextlib.contextmanager
 def exclusive(folder: Path, wait_s: float = WRITER_WAIT_S):
     """The host's writer lock of ``folder``, waiting up to ``wait_s`` while another process
-    holds it; yields whether it was taken. A cold process loads inside it, so the processes of
-    a host that start cold together write the matrix once and the others map it."""
+    holds it; yields whether it was taken (at once if this thread holds it). A cold process
+    loads inside it, so the processes of a host that start cold together write the matrix
+    once and the others map it."""
+    held = _held.__dict__.setdefault("folders", set())
+    if folder in held:
+        yield True
+        return
     folder.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_s
     with open(folder / ".lock", "a+") as handle:
@@ -311,29 +315,11 @@ def exclusive(folder: Path, wait_s: float = WRITER_WAIT_S):
                     yield False
                     return
                 time.sleep(_LOCK_POLL_S)  # flock has no timeout of its own
-        held = _held.__dict__.setdefault("folders", set())
         held.add(folder)
         try:
             yield True
         finally:
             held.discard(folder)
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def _writer_lock(folder: Path):
-    if folder in _held.__dict__.get("folders", ()):  # taken by this thread in ``exclusive``
-        yield True
-        return
-    with open(folder / ".lock", "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 

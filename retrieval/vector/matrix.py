@@ -1,31 +1,23 @@
-"""The vector leg's matrices: each knowledge base's vectors in memory (``retrieval.vector.scan``),
-kept by ``MatrixCache`` and brought up to date by ``load``.
-
-A matrix holds the chunks of ``ready`` documents under the knowledge base's embedding model and
-dimension, the rows a search may return. It is searched exactly (an IVF's nearest lists from
-``VECTOR_IVF_MIN_ROWS`` rows) while it fits ``VECTOR_HOST_MAX_BYTES`` (``VECTOR_L1_MAX_BYTES``
-without host files); a larger knowledge base goes to HNSW (``retrieval.vector.policy``).
+"""The vector leg's matrices (``retrieval.vector.scan``): one per knowledge base, kept by
+``MatrixCache`` and brought up to date by ``load``. A matrix holds the chunks of ``ready``
+documents under the knowledge base's embedding model and dimension, the rows a search may
+return.
 
 Freshness follows the BM25 L1: every change to a knowledge base's searchable chunks bumps its
 ``index_version``, and a search asks for the version it read at its start. An older matrix is
 brought up to date by a delta, read in one REPEATABLE READ snapshot with the version: the ready
-documents with their ``processed_at`` (the chunk table is not touched), then the vectors of
-documents new or processed again only; rows of documents gone are dropped. A document's chunks
-are written only by its processing, which sets ``processed_at``, and a chunk's vector otherwise
-changes only when the whole knowledge base is re-embedded, which saves the knowledge base row;
-so when the row's ``updated_at``, provider, model or dimension differ from the matrix's, it is
-reloaded in full. The ready documents' ``chunk_count`` tells the size before anything is fetched.
+documents with their ``processed_at``, then the vectors of documents new or processed again
+only; rows of documents gone are dropped. A chunk's vector changes otherwise only when the
+knowledge base is re-embedded, which saves its row: when the row's ``updated_at``, provider,
+model or dimension differ from the matrix's, it is reloaded in full.
 
-In a search that runs both legs, the matrix follows the keyword leg's BM25 view (which runs
-first): while that view is older than the knowledge base's version, a matrix of the view's
-version or later answers as it is, so both legs catch up together; catching up to the view's
-version, the delta takes the documents from the view's manifest (read in a snapshot of that
-version) instead of scanning the document rows again (``MatrixCache.get``'s ``keyword``).
+In a hybrid search the matrix follows the keyword leg's BM25 view (which runs first): a matrix
+of the view's version or later answers, so both legs catch up together, and a delta to the
+view's version takes the documents from its manifest (``MatrixCache.get``'s ``keyword``).
 
-Loads and deltas read the database the search reads (``retrieval.replica.search_reads``), and
-the version a matrix is labelled with is read in the same snapshot as its documents and rows. A
-host file written by another process from another database or version is only a base: the delta
-against this snapshot's documents makes the matrix exactly this snapshot's rows.
+Loads and deltas read the database the search reads (``retrieval.replica.search_reads``), with
+the version in the same snapshot; a host file written from another database or version is only
+a base, which the delta makes exactly this snapshot's rows.
 """
 
 from __future__ import annotations
@@ -61,9 +53,8 @@ _SELECT_KB = (
     "SELECT index_version, updated_at, embedding_provider, embedding_model, "
     "embedding_dimensions FROM knowledge_knowledgebase WHERE id = %s AND tenant_id = %s"
 )
-# The rows a search may return: same tenant, knowledge base, model and dimension, searchable
-# (knowledge.selectors; a curation write sets the document's processed_at, so a delta reloads
-# its rows).
+# The rows a search may return (knowledge.selectors; a curation write sets the document's
+# processed_at, so a delta reloads its rows).
 _ROWS = (
     "FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
     f"WHERE c.tenant_id = %s AND c.knowledge_base_id = %s AND {searchable_document_sql('d')} "
@@ -110,13 +101,9 @@ class MatrixCache:
         self, knowledge_base: KnowledgeBase, keyword: KnownDocuments | None = None
     ) -> MatrixHandle | None:
         """The matrix of the knowledge base at (at least) the ``index_version`` of this
-        instance, which the caller has just read.
-
-        ``keyword``: the documents of the BM25 view the same search's keyword leg answered
-        from. The matrix follows that view: one of its version or later answers (source
-        ``deferred`` when older than the knowledge base's: the keyword leg is deferring to a
-        build under way: the vector leg does not run ahead of it), and a matrix
-        catching up to its version takes the documents from it, not from PostgreSQL."""
+        instance, which the caller has just read. ``keyword``: the documents of the BM25 view
+        the same search's keyword leg answered from; a matrix of its version or later answers
+        (source ``deferred`` when older than the knowledge base's)."""
         identity = identity_of(knowledge_base)
         wanted = knowledge_base.index_version
         if self._too_large.get(knowledge_base.pk) == (identity.epoch, wanted):
@@ -136,10 +123,8 @@ class MatrixCache:
         if (handle := usable(held)) is not None:
             return handle
         if not self._lock.acquire(blocking=False):
-            # Another thread is loading: a matrix of this knowledge base's vectors (same stamp)
-            # held from a version before answers meanwhile (rows of documents changed since
-            # are dropped or added milliseconds later; hydration never returns a row that is
-            # no longer searchable).
+            # Another thread is loading: the matrix held, of the same vectors, answers meanwhile
+            # (hydration never returns a row that is no longer searchable).
             if held is not None and _stamp(knowledge_base) == held.stamp:
                 return MatrixHandle(held, "held", (time.perf_counter() - started) * 1000)
             self._lock.acquire()

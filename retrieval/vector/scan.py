@@ -1,14 +1,11 @@
 """A knowledge base's vectors in memory and their search: ``VectorMatrix``, a base part (a
 host file every process maps, ``retrieval.vector.hostfile``) and the rows changed since.
 
-Rows are unit length, so a dot product is the cosine similarity (pgvector's ``<=>`` is 1 -
-cosine); a zero vector stays zero (similarity 0); ties are broken by chunk id, as in the SQL
-path. A search scores every live row exactly (one matrix-vector product over the mapped rows:
-recall 1), or, without filters on a base with an IVF (``retrieval.vector.ivf``), the rows of the
-lists nearest to the query plus every private row. A filtered search scores its allowed rows
-exactly on any base. An IVF base's rows (probed or allowed) are first bounded on their int8
-codes by the compiled loops (``retrieval.vector.kernels``), and only those that can reach the
-top k are scored on the stored rows: the same top k as scoring them all.
+Rows are unit length, so a dot product is the cosine similarity; a zero vector scores 0; ties
+go by chunk id, as in the SQL path. A search scores every live row exactly, or, without
+filters on a base with an IVF (``retrieval.vector.ivf``), the rows of the lists nearest to the
+query plus every private row. An IVF base's rows (probed or allowed) are first bounded on their
+int8 codes, and only those that can reach the top k are scored: the same top k.
 """
 
 from __future__ import annotations
