@@ -37,7 +37,6 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +46,7 @@ from django.conf import settings
 from retrieval.core.stamps import Stamps
 from retrieval.vector.ivf import Ivf, quantize
 from retrieval.vector.ivf import build as build_ivf
+from retrieval.vector.scan import Part, VectorMatrix
 
 logger = logging.getLogger(__name__)
 
@@ -64,18 +64,6 @@ _LOCK_POLL_S = 0.05
 _WRITE_BLOCK_ROWS = 65_536
 
 
-@dataclass(frozen=True)
-class Base:
-    name: str
-    version: int
-    ids: np.ndarray  # int64, ascending, or list by list with an IVF (memory-mapped)
-    documents: np.ndarray  # int64 (memory-mapped)
-    vectors: np.ndarray  # unit rows (memory-mapped): float32, float16 with an IVF
-    processed: Stamps  # its documents and their processed_at then
-    order: np.ndarray | None = None  # with an IVF: the rows by ascending id (memory-mapped)
-    ivf: Ivf | None = None
-
-
 def enabled() -> bool:
     return bool(settings.VECTOR_HOST_FILES)
 
@@ -89,91 +77,85 @@ def stamp_key(stamp: tuple) -> str:
     return hashlib.sha256(repr(tuple(str(part) for part in stamp)).encode()).hexdigest()[:16]
 
 
-def newest(folder: Path, stamp: tuple, dimensions: int) -> Base | None:
-    """The newest complete base of this stamp in ``folder``, mapped; None if none checks out."""
+def newest(folder: Path, stamp: tuple, dimensions: int) -> VectorMatrix | None:
+    """The newest complete base of this stamp in ``folder``, mapped as a matrix of one shared
+    part; None if none checks out."""
     candidates = []
     for meta in folder.glob(f"{stamp_key(stamp)}-v*.json") if folder.is_dir() else ():
         with contextlib.suppress(ValueError):
             candidates.append((int(meta.stem.rsplit("-v", 1)[1]), meta))
     for version, meta in sorted(candidates, reverse=True):
-        base = _open(meta, version, dimensions)
+        base = _open(meta, version, stamp, dimensions)
         if base is not None:
             return base
     return None
 
 
-def _open(meta: Path, version: int, dimensions: int) -> Base | None:
+def _open(meta: Path, version: int, stamp: tuple, dimensions: int) -> VectorMatrix | None:
     stem = meta.with_suffix("")
     try:
         header = json.loads(meta.read_text())
-        rows = int(header["rows"])
-        ids, documents, vectors = _load(stem, "ids"), _load(stem, "docs"), _load(stem, "vec")
-        order = index = None
-        if header.get("ivf") is not None:
-            if any(header["ivf"].get(key) != value for key, value in IVF_LAYOUT.items()):
-                raise ValueError("its IVF is in an older layout")
-            order = _load(stem, "order")
-            index = _opened_ivf(stem, header["ivf"], rows, dimensions)
+        if header["version"] != version:
+            raise ValueError("its header names another version")
+        arrays = _arrays(stem, header, dimensions)
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        logger.warning("vector base %s unreadable (%s); ignoring it", stem, exc)
+        logger.warning("vector base %s ignored: %s", stem, exc)
         return None
-    if (
-        header.get("version") != version
-        or ids.dtype != np.int64
-        or documents.dtype != np.int64
-        or vectors.dtype != (np.float32 if index is None else np.float16)
-        or ids.shape != (rows,)
-        or documents.shape != (rows,)
-        or vectors.shape != (rows, dimensions)
-        or (order is not None and not _orders(order, ids))
-    ):
-        logger.warning("vector base %s does not match its header; ignoring it", stem)
-        return None
+    index = None
+    if header.get("ivf") is not None:
+        entry = header["ivf"]
+        index = Ivf(
+            arrays["centroids"],
+            arrays["offsets"],
+            int(entry["probes"]),
+            float(entry["recall"]),
+            float(entry["build_s"]),
+            float(entry["scan_share"]),
+            arrays["codes"],
+            arrays["scales"],
+        )
+    ids, documents, vectors, order = (arrays.get(key) for key in ("ids", "docs", "vec", "order"))
+    part = Part(ids, vectors, documents, shared=True, order=order, ivf=index)
     processed = Stamps.from_mapping(header.get("processed", {}))
-    return Base(stem.name, version, ids, documents, vectors, processed, order, index)
+    return VectorMatrix((part,), version, stamp, processed, stem.name, version)
 
 
-def _load(stem: Path, suffix: str) -> np.ndarray:
-    return np.load(f"{stem}.{suffix}.npy", mmap_mode="r", allow_pickle=False)
-
-
-def _opened_ivf(stem: Path, header: dict, rows: int, dimensions: int) -> Ivf:
-    """The IVF of a base, checked against its header and the base's rows (ValueError if it
-    does not match: the base is ignored like any other damaged one)."""
-    lists, probes = int(header["lists"]), int(header["probes"])
-    centroids, offsets = _load(stem, "centroids"), _load(stem, "offsets")
-    codes, scales = _load(stem, "codes"), _load(stem, "scales")
-    if (
-        not 1 <= probes <= lists
-        or centroids.dtype != np.float32
-        or centroids.shape != (lists, dimensions)
-        or offsets.dtype != np.int64
-        or offsets.shape != (lists + 1,)
-        or offsets[0] != 0
-        or offsets[-1] != rows
-        or np.any(np.diff(offsets) < 0)
-        or codes.dtype != np.int8
-        or codes.shape != (rows, dimensions)
-        or scales.dtype != np.float32
-        or scales.shape != (rows,)
-    ):
-        raise ValueError("its IVF does not match its header")
-    return Ivf(
-        centroids,
-        offsets,
-        probes,
-        float(header["recall"]),
-        float(header["build_s"]),
-        float(header["scan_share"]),
-        np.asarray(codes),  # plain ndarray views: a memmap's slices cost a Python call each
-        np.asarray(scales),
-    )
+def _arrays(stem: Path, header: dict, dimensions: int) -> dict[str, np.ndarray]:
+    """A base's arrays by suffix, mapped, each checked against its header (ValueError if one
+    does not match: the base is ignored like any other damaged one). Plain ndarray views of the
+    mappings, which stay open through them: a memmap's slices cost a Python call each."""
+    rows, entry = int(header["rows"]), header.get("ivf")
+    expected = {"ids": (np.int64, (rows,)), "docs": (np.int64, (rows,))}
+    expected["vec"] = (np.float32, (rows, dimensions))
+    if entry is not None:
+        if any(entry.get(key) != value for key, value in IVF_LAYOUT.items()):
+            raise ValueError("its IVF is in an older layout")
+        lists = int(entry["lists"])
+        expected |= {
+            "vec": (np.float16, (rows, dimensions)),
+            "order": (np.int64, (rows,)),
+            "centroids": (np.float32, (lists, dimensions)),
+            "offsets": (np.int64, (lists + 1,)),
+            "codes": (np.int8, (rows, dimensions)),
+            "scales": (np.float32, (rows,)),
+        }
+    arrays = {}
+    for suffix, (dtype, shape) in expected.items():
+        array = np.load(f"{stem}.{suffix}.npy", mmap_mode="r", allow_pickle=False)
+        if array.dtype != dtype or array.shape != shape:
+            raise ValueError(f"its {suffix} does not match its header")
+        arrays[suffix] = np.asarray(array)
+    if entry is not None:
+        offsets = arrays["offsets"]
+        if not 1 <= int(entry["probes"]) <= lists or offsets[0] != 0 or offsets[-1] != rows:
+            raise ValueError("its lists do not match its header")
+        if np.any(np.diff(offsets) < 0) or not _orders(arrays["order"], arrays["ids"]):
+            raise ValueError("its lists or order are out of order")
+    return arrays
 
 
 def _orders(order: np.ndarray, ids: np.ndarray) -> bool:
     """Whether ``order`` lists the rows by strictly ascending id (so it is a permutation)."""
-    if order.dtype != np.int64 or order.shape != ids.shape:
-        return False
     if not len(order):
         return True
     if int(order.min()) < 0 or int(order.max()) >= len(ids):
@@ -189,7 +171,7 @@ def write(
     documents: np.ndarray,
     vectors: np.ndarray,
     processed: Stamps,
-) -> Base | None:
+) -> VectorMatrix | None:
     """Write a base of these rows (ids ascending, float32 unit vectors), with an IVF from
     ``VECTOR_IVF_MIN_ROWS`` rows, map it back and delete older bases; None when another
     process is writing one for this knowledge base (keep the rows in memory this time)."""
@@ -211,7 +193,7 @@ def write(
             _write_atomically(Path(f"{stem}.{suffix}.npy"), array, permutation)
         _write_atomically(Path(f"{stem}.vec.npy"), vectors, permutation, rows_of)
         _write_atomically(stem.with_suffix(".json"), json.dumps(header).encode())
-        base = _open(stem.with_suffix(".json"), version, int(vectors.shape[1]))
+        base = _open(stem.with_suffix(".json"), version, stamp, int(vectors.shape[1]))
         if base is not None:
             _remove_older(folder, keep=stem.name)
         return base
@@ -235,17 +217,6 @@ def _write_ivf(stem: Path, ids: np.ndarray, vectors: np.ndarray) -> tuple[np.nda
 
     _write_atomically(Path(f"{stem}.codes.npy"), vectors, permutation, codes_of)
     _write_atomically(Path(f"{stem}.scales.npy"), np.concatenate(scales))
-    logger.info(
-        "vector base %s: IVF of %d lists, %d probed for recall@10 %.3f (target %.3f), "
-        "scanning %.1f%% of the rows, built in %.1f s",
-        stem.name,
-        ivf.lists,
-        ivf.probes,
-        ivf.recall,
-        target,
-        100 * ivf.scan_share,
-        ivf.build_s,
-    )
     entry = {
         "lists": ivf.lists,
         "probes": ivf.probes,
@@ -254,6 +225,7 @@ def _write_ivf(stem: Path, ids: np.ndarray, vectors: np.ndarray) -> tuple[np.nda
         "build_s": round(ivf.build_s, 2),
         "scan_share": round(ivf.scan_share, 4),
     }
+    logger.info("vector base %s: IVF %s", stem.name, entry)
     return permutation, entry | IVF_LAYOUT
 
 

@@ -211,7 +211,7 @@ def load(
     if newer is not None and newer.version > held.base_version:
         # A newer base (another process's, or this one's rebase in the background): take it
         # up instead of writing a third.
-        return load(knowledge_base, _on_base(newer, stamp), max_bytes, known)[0], "file"
+        return load(knowledge_base, newer, max_bytes, known)[0], "file"
     rebase_in_background(folder, matrix)
     return matrix, source
 
@@ -301,19 +301,7 @@ def wait_for_rebases(timeout: float | None = None) -> bool:
 def _mapped(folder, stamp: tuple, dimensions: int) -> VectorMatrix | None:
     """A matrix on the host's newest base of this stamp, if host files are on and one checks
     out."""
-    base = hostfile.newest(folder, stamp, dimensions) if hostfile.enabled() else None
-    return None if base is None else _on_base(base, stamp)
-
-
-def _on_base(base: hostfile.Base, stamp: tuple) -> VectorMatrix:
-    # Plain ndarray views of the mapped arrays (the mapping stays open through their base):
-    # slicing a np.memmap costs a Python call per slice, per probed list in every search.
-    ids, vectors, documents, order = (
-        None if a is None else np.asarray(a)
-        for a in (base.ids, base.vectors, base.documents, base.order)
-    )
-    part = Part(ids, vectors, documents, shared=True, order=order, ivf=base.ivf)
-    return VectorMatrix((part,), base.version, stamp, base.processed, base.name, base.version)
+    return hostfile.newest(folder, stamp, dimensions) if hostfile.enabled() else None
 
 
 def _live(part: Part, same: np.ndarray) -> np.ndarray | None:
@@ -345,11 +333,10 @@ def _written(folder, stamp, version, ids, owners, vectors, processed) -> VectorM
         return None
     try:
         with blas_threads():  # a large base's IVF is built here: k-means, its products
-            base = hostfile.write(folder, stamp, version, ids, owners, vectors, processed)
+            return hostfile.write(folder, stamp, version, ids, owners, vectors, processed)
     except OSError as exc:
         logger.warning("vector base in %s not written (%s); keeping it in memory", folder, exc)
         return None
-    return _on_base(base, stamp) if base is not None else None
 
 
 def _fetch(
