@@ -7,9 +7,8 @@ HTTP by W gunicorn workers until every worker has loaded its matrix (each worker
 maps the vector file, or for the same number of searches without host files). Then each
 worker's ``/proc/<pid>/smaps`` is read: its RSS, PSS and shared memory (``shared_bytes``:
 resident pages another process maps too) in all, and the RSS, PSS and shared memory of its
-mappings of vector files (the rows and, for a base with an IVF, their int8 codes:
-``VECTOR_IVF_CODES``; with codes an IVF base's rows are float16, ``VECTOR_IVF_FLOAT16``). PSS
-divides each shared page among the processes mapping it, so the workers' summed PSS of the
+mappings of vector files (the rows, float16 in a base with an IVF, and then their int8 codes).
+PSS divides each shared page among the processes mapping it, so the workers' summed PSS of the
 vector files is what the host holds for them; the target is at most 1.2x one copy
 (``one_copy_bytes``: the float32 matrix's size). The same is done with host files off, where
 each worker holds a private copy (the vectors live in anonymous memory then: its RSS

@@ -171,8 +171,6 @@ def _bm25_compiled() -> bool:
 def _vector_compiled() -> bool:
     """The vector leg's compiled loops (``retrieval.vector.kernels``), for IVF bases' codes:
     whether they are in use."""
-    if not settings.VECTOR_IVF_CODES:
-        return False
     vector_kernels.get()
     return True
 

@@ -343,9 +343,6 @@ VECTOR_L1_MAX_BYTES = env.int("VECTOR_L1_MAX_BYTES", default=512 * 1024 * 1024)
 # the file was written).
 VECTOR_HOST_FILES = env.bool("VECTOR_HOST_FILES", default=True)
 VECTOR_HOST_DIR = Path(env.str("VECTOR_HOST_DIR", default=str(RAG_DATA_DIR / "vectors")))
-# A process that finds no file waits this long for another process of the host loading the
-# same matrix (then maps its file) before loading a private copy itself.
-VECTOR_HOST_WAIT_S = env.float("VECTOR_HOST_WAIT_S", default=120.0)
 VECTOR_HOST_MAX_BYTES = env.int(
     "VECTOR_HOST_MAX_BYTES",
     default=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4,
@@ -362,18 +359,6 @@ VECTOR_IVF_MIN_ROWS = env.int("VECTOR_IVF_MIN_ROWS", default=300_000)
 # (docs/performance.md, "Which path serves which size"). On real embeddings it errs towards
 # recall.
 VECTOR_IVF_TARGET_RECALL = env.float("VECTOR_IVF_TARGET_RECALL", default=0.98)
-# An IVF base also stores int8 codes of its rows (a quarter of their bytes, on the host's disk
-# and page cache beside them); a search bounds the probed rows' scores from the codes and scores
-# exactly only those that can reach its top k: the same top k for a fraction of the rows scored
-# (numba's loops; until they are loaded, every probed row scored). false: neither written nor used.
-VECTOR_IVF_CODES = env.bool("VECTOR_IVF_CODES", default=True)
-# With codes, an IVF base stores its rows as float16: half the bytes (with the codes, 0.75x of
-# the float32 rows on the host instead of 1.25x). A score is then the cosine with the row
-# rounded to float16, within 2^-11 (4.9e-4) of the float32 row's; the top k is that of the
-# rounded rows. Without codes the rows stay float32: numpy converts float16 at several times the
-# cost of a float32 product, which the codes spare all but ~limit rows. false: float32 rows (bases
-# already written keep theirs until rewritten).
-VECTOR_IVF_FLOAT16 = env.bool("VECTOR_IVF_FLOAT16", default=True)
 # BLAS threads for one such scan: two nearly halve a large scan. With OPENBLAS_THREAD_TIMEOUT
 # set short (rag_project/__init__.py) two cost a loaded server little (docs/performance.md);
 # set 1 where worker processes fill every core.

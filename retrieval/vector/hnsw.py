@@ -1,26 +1,18 @@
-"""The vector leg through pgvector: cosine similarity over one knowledge base's chunks with an
-HNSW index, for knowledge bases too large for the exact in-memory path (``retrieval.vector.matrix``;
-``retrieval.vector.policy`` decides which serves a search).
+"""The vector leg through pgvector's HNSW index, for knowledge bases too large for the exact
+in-memory path (``retrieval.vector.policy`` decides which serves a search).
 
 ``knowledge_chunk.embedding`` has no fixed dimension (each knowledge base picks its model), so
-HNSW indexes are partial expression indexes, one per dimension in use::
+the HNSW indexes are partial expression indexes, one per dimension in use::
 
     CREATE INDEX chunk_embedding_hnsw_384 ON knowledge_chunk
         USING hnsw ((embedding::vector(384)) vector_cosine_ops) WHERE embedding_dimensions = 384
 
-and the query repeats that expression and predicate so the planner can use it. pgvector 0.8's
-iterative scan (``hnsw.iterative_scan = relaxed_order``) keeps scanning the graph until enough
-rows pass the tenant / knowledge base / model filters; where a knowledge base is small the
-planner prefers the btree on (tenant, knowledge base) and an exact sort, which is also right.
-Vectors of another model or dimension are never compared: both are in the WHERE clause.
-The query runs on the database the search reads (``retrieval.replica.search_reads``); index
-creation always on the primary.
-
-``hnsw.ef_search`` is ``RAG_HNSW_EF_SEARCH`` (200). The index as built here (pgvector's m 16,
-ef_construction 64) misses part of the exact top 10 even at 200 on ``bench search``'s
-generated vectors, and more as it grows; real embeddings fare far better (docs/performance.md,
-"Which path serves which size": the generated vectors are harder for a graph than real ones).
-The exact in-memory path serves every knowledge base that fits its budget.
+and the query repeats that expression and predicate so the planner can use it. pgvector's
+iterative scan (``relaxed_order``) keeps scanning the graph until enough rows pass the filters;
+on a small knowledge base the planner prefers the btree and an exact sort, which is also right.
+Vectors of another model or dimension are never compared: both are in the WHERE clause. The
+query runs on the database the search reads (``retrieval.replica.search_reads``); index
+creation always on the primary. Recall at ``RAG_HNSW_EF_SEARCH``: docs/performance.md.
 """
 
 from __future__ import annotations

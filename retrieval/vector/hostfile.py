@@ -1,45 +1,28 @@
-"""A knowledge base's vector matrix as files under RAG_DATA_DIR, memory-mapped by every process.
+"""A knowledge base's vector matrix as files under ``VECTOR_HOST_DIR``, memory-mapped by every
+process of the host: the page cache holds the matrix once, however many workers search it.
 
-Four gunicorn workers that each load a 300k-chunk matrix hold four private copies (442 MB
-each). Written once to disk and mapped read-only, the same pages sit once in the host's page
-cache and every process maps them: the matrix is held once per host.
+A **base** is the matrix at one version: ``<tenant>/<kb>-<epoch>/<stamp>-v<version>.*.npy``
+(``ids``, ``docs``, ``vec``) plus a ``.json`` header written last, whose presence says the base
+is complete: the version, the knowledge base row's stamp (updated_at, provider, model,
+dimension: another stamp means other vectors) and each document's ``processed_at``. Each file is
+written under a temporary name, flushed and renamed into place, so a reader never maps a
+half-written one; arrays are plain ``.npy`` read with ``allow_pickle=False``, and paths are made
+of the knowledge base row's integers, never of input.
 
-A **base** is the matrix at one version, written by whichever process needs it first:
-``<VECTOR_HOST_DIR>/<tenant>/<kb>-<epoch>/<stamp>-v<version>.{ids,docs,vec}.npy`` plus a
-``.json`` written last (its presence says the base is complete): the version, the knowledge
-base row's stamp (updated_at, provider, model, dimension: a different stamp means other
-vectors) and each document's ``processed_at``. Every file is written under a temporary name in
-the same directory, flushed and renamed into place (atomic on POSIX), so a reader never maps a
-half-written file. Arrays are plain ``.npy`` read with ``allow_pickle=False``; the path is made
-of integers from the knowledge base row, never of input.
-
-A base of ``VECTOR_IVF_MIN_ROWS`` rows or more (300k) is written with an inverted file
-(``retrieval.vector.ivf``, built and calibrated by the writer, under the lock): its rows are
-stored list by list instead of by id, so a probed list is one slice of the mapped matrix, and
-three more files come with it, ``.centroids.npy`` (the lists' unit centroids), ``.offsets.npy``
-(where each list starts) and ``.order.npy`` (the rows by ascending id, for filtered searches
-and every lookup by id); the ``.json`` records the lists, the calibrated number probed, the
-recall measured there and the build's seconds. Its ``ivf`` entry says the three files must be
-there and match (shapes, the offsets covering the rows, the order sorting the ids); a base
-without one (smaller, or written by a release without IVFs) is searched exactly. With
-``VECTOR_IVF_CODES`` two more files come with an IVF, ``.codes.npy`` (the rows as int8 codes,
-in the same order) and ``.scales.npy`` (each row's scale), and the ``ivf`` entry says
-``"codes": "int8"`` (``retrieval.vector.ivf.quantize``); a base without them scores every
-probed row. With codes and ``VECTOR_IVF_FLOAT16`` the rows themselves (``.vec.npy``) are
-float16 (``"row_type": "float16"``; the codes are those of the rounded rows, so their bounds
-hold for the rows scored): the codes spare a search converting all but ~limit of them, and the
-host holds 0.75x of one float32 copy instead of 1.25x. Otherwise (or with no ``row_type`` in
-the header) the rows are float32.
+A base of ``VECTOR_IVF_MIN_ROWS`` rows or more carries an inverted file (``retrieval.vector.ivf``,
+built and calibrated by the writer): its rows are stored list by list, so a probed list is one
+slice of the mapped matrix, as float16, beside ``centroids``, ``offsets`` (where each list
+starts), ``order`` (the rows by ascending id) and the rows' int8 ``codes`` and ``scales``
+(``ivf.quantize``, of the float16 rows, so their bounds hold for the rows scored). The header's
+``ivf`` entry names that layout; a base in any other layout, or whose files do not match their
+header, is ignored and written anew (bases are caches of the database).
 
 A base is never trusted beyond what the database says: the matrix built on it drops every row
-whose document is not among the knowledge base's searchable documents with the same
-``processed_at`` now, and fetches the rest (``retrieval.vector.matrix.load``). A base whose
-files do not match (shape, sizes) is ignored and replaced. Rows changed since a base stay in
-each process's private memory until they pass ``REBASE_FRACTION`` of the base; then one process
-(a non-blocking lock per knowledge base: the others keep their private rows meanwhile) writes a
-new base, in a thread beside its searches (``retrieval.vector.matrix.rebase_in_background``),
-and deletes older ones (unlinking a mapped file is safe on Linux: mappings stay valid
-until unmapped).
+whose document is not among the searchable ones with the same ``processed_at`` now, and fetches
+the rest (``retrieval.vector.matrix.load``). Rows changed since stay in each process's memory
+until they pass ``REBASE_FRACTION`` of the base; then one process (a non-blocking lock per
+knowledge base) writes a new base beside its searches and deletes older ones (a mapped file
+stays valid once unlinked).
 """
 
 from __future__ import annotations
@@ -54,7 +37,6 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,25 +46,19 @@ from django.conf import settings
 from retrieval.core.stamps import Stamps
 from retrieval.vector.ivf import Ivf, quantize
 from retrieval.vector.ivf import build as build_ivf
+from retrieval.vector.scan import Part, VectorMatrix
 
 logger = logging.getLogger(__name__)
 
 # A process rewrites the base once its private rows (changed since) or the base's dead rows
 # pass this fraction of the base.
 REBASE_FRACTION = 0.1
-
-
-@dataclass(frozen=True)
-class Base:
-    name: str
-    version: int
-    ids: np.ndarray  # int64, ascending, or list by list with an IVF (memory-mapped)
-    documents: np.ndarray  # int64 (memory-mapped)
-    vectors: np.ndarray  # float32 (rows, dimensions), unit rows; float16 with an IVF (mapped)
-    processed: Stamps  # its documents and their processed_at then
-    order: np.ndarray | None = None  # with an IVF: the rows by ascending id (memory-mapped)
-    ivf: Ivf | None = None
-
+# How long a cold process waits for another one of the host loading the same matrix (then maps
+# its file) before loading a private copy: beyond a cold load with its IVF build at the largest
+# size searched exactly.
+WRITER_WAIT_S = 120.0
+# The layout of an IVF base's rows and codes, as its header names it.
+IVF_LAYOUT = {"row_type": "float16", "codes": "int8"}
 
 _LOCK_POLL_S = 0.05
 _WRITE_BLOCK_ROWS = 65_536
@@ -93,116 +69,93 @@ def enabled() -> bool:
 
 
 def directory(tenant_id: int, knowledge_base_id: int, epoch: int) -> Path:
-    return (
-        Path(settings.VECTOR_HOST_DIR)
-        / str(int(tenant_id))
-        / (f"{int(knowledge_base_id)}-{int(epoch)}")
-    )
+    root = Path(settings.VECTOR_HOST_DIR)
+    return root / str(int(tenant_id)) / f"{int(knowledge_base_id)}-{int(epoch)}"
 
 
 def stamp_key(stamp: tuple) -> str:
     return hashlib.sha256(repr(tuple(str(part) for part in stamp)).encode()).hexdigest()[:16]
 
 
-def newest(folder: Path, stamp: tuple, dimensions: int) -> Base | None:
-    """The newest complete base of this stamp in ``folder``, mapped; None if there is none
-    that checks out."""
-    key = stamp_key(stamp)
+def newest(folder: Path, stamp: tuple, dimensions: int) -> VectorMatrix | None:
+    """The newest complete base of this stamp in ``folder``, mapped as a matrix of one shared
+    part; None if none checks out."""
     candidates = []
-    for meta in folder.glob(f"{key}-v*.json") if folder.is_dir() else ():
-        try:
+    for meta in folder.glob(f"{stamp_key(stamp)}-v*.json") if folder.is_dir() else ():
+        with contextlib.suppress(ValueError):
             candidates.append((int(meta.stem.rsplit("-v", 1)[1]), meta))
-        except ValueError:
-            continue
     for version, meta in sorted(candidates, reverse=True):
-        base = _open(meta, version, dimensions)
+        base = _open(meta, version, stamp, dimensions)
         if base is not None:
             return base
     return None
 
 
-def _open(meta: Path, version: int, dimensions: int) -> Base | None:
+def _open(meta: Path, version: int, stamp: tuple, dimensions: int) -> VectorMatrix | None:
     stem = meta.with_suffix("")
     try:
         header = json.loads(meta.read_text())
-        ids = _load(stem, "ids")
-        documents = _load(stem, "docs")
-        vectors = _load(stem, "vec")
-        rows = int(header.get("rows", -1))
-        order = index = None
-        row_type = np.float32
-        if header.get("ivf") is not None:  # written with an IVF: its files must check out
-            # float16 rows: VECTOR_IVF_FLOAT16 (a header naming no row type: float32)
-            row_type = np.float16 if header["ivf"].get("row_type") == "float16" else np.float32
-            order = _load(stem, "order")
-            index = _opened_ivf(stem, header["ivf"], rows, dimensions)
+        if header["version"] != version:
+            raise ValueError("its header names another version")
+        arrays = _arrays(stem, header, dimensions)
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        logger.warning("vector base %s unreadable (%s); ignoring it", stem, exc)
+        logger.warning("vector base %s ignored: %s", stem, exc)
         return None
-    if (
-        header.get("version") != version
-        or ids.dtype != np.int64
-        or documents.dtype != np.int64
-        or vectors.dtype != row_type
-        or ids.shape != (rows,)
-        or documents.shape != (rows,)
-        or vectors.shape != (rows, dimensions)
-        or (order is not None and not _orders(order, ids))
-    ):
-        logger.warning("vector base %s does not match its header; ignoring it", stem)
-        return None
+    index = None
+    if header.get("ivf") is not None:
+        entry = header["ivf"]
+        index = Ivf(
+            arrays["centroids"],
+            arrays["offsets"],
+            int(entry["probes"]),
+            float(entry["recall"]),
+            float(entry["build_s"]),
+            float(entry["scan_share"]),
+            arrays["codes"],
+            arrays["scales"],
+        )
+    ids, documents, vectors, order = (arrays.get(key) for key in ("ids", "docs", "vec", "order"))
+    part = Part(ids, vectors, documents, shared=True, order=order, ivf=index)
     processed = Stamps.from_mapping(header.get("processed", {}))
-    return Base(stem.name, version, ids, documents, vectors, processed, order, index)
+    return VectorMatrix((part,), version, stamp, processed, stem.name, version)
 
 
-def _load(stem: Path, suffix: str) -> np.ndarray:
-    return np.load(f"{stem}.{suffix}.npy", mmap_mode="r", allow_pickle=False)
-
-
-def _opened_ivf(stem: Path, header: dict, rows: int, dimensions: int) -> Ivf:
-    """The IVF of a base, checked against its header and the base's rows (ValueError if it
-    does not match: the base is ignored like any other damaged one)."""
-    lists, probes = int(header["lists"]), int(header["probes"])
-    centroids, offsets = _load(stem, "centroids"), _load(stem, "offsets")
-    if (
-        not 1 <= probes <= lists
-        or centroids.dtype != np.float32
-        or centroids.shape != (lists, dimensions)
-        or offsets.dtype != np.int64
-        or offsets.shape != (lists + 1,)
-        or offsets[0] != 0
-        or offsets[-1] != rows
-        or np.any(np.diff(offsets) < 0)
-    ):
-        raise ValueError("its IVF does not match its header")
-    codes = scales = None
-    if header.get("codes") == "int8":  # bases written without codes are scored on float32
-        codes, scales = _load(stem, "codes"), _load(stem, "scales")
-        if (
-            codes.dtype != np.int8
-            or codes.shape != (rows, dimensions)
-            or scales.dtype != np.float32
-            or scales.shape != (rows,)
-        ):
-            raise ValueError("its codes do not match its header")
-        codes, scales = np.asarray(codes), np.asarray(scales)  # plain views: cheap slices
-    return Ivf(
-        centroids,
-        offsets,
-        probes,
-        float(header["recall"]),
-        float(header["build_s"]),
-        float(header.get("scan_share", 0.0)),  # 0: not in the header, not recorded
-        codes,
-        scales,
-    )
+def _arrays(stem: Path, header: dict, dimensions: int) -> dict[str, np.ndarray]:
+    """A base's arrays by suffix, mapped, each checked against its header (ValueError if one
+    does not match: the base is ignored like any other damaged one). Plain ndarray views of the
+    mappings, which stay open through them: a memmap's slices cost a Python call each."""
+    rows, entry = int(header["rows"]), header.get("ivf")
+    expected = {"ids": (np.int64, (rows,)), "docs": (np.int64, (rows,))}
+    expected["vec"] = (np.float32, (rows, dimensions))
+    if entry is not None:
+        if any(entry.get(key) != value for key, value in IVF_LAYOUT.items()):
+            raise ValueError("its IVF is in an older layout")
+        lists = int(entry["lists"])
+        expected |= {
+            "vec": (np.float16, (rows, dimensions)),
+            "order": (np.int64, (rows,)),
+            "centroids": (np.float32, (lists, dimensions)),
+            "offsets": (np.int64, (lists + 1,)),
+            "codes": (np.int8, (rows, dimensions)),
+            "scales": (np.float32, (rows,)),
+        }
+    arrays = {}
+    for suffix, (dtype, shape) in expected.items():
+        array = np.load(f"{stem}.{suffix}.npy", mmap_mode="r", allow_pickle=False)
+        if array.dtype != dtype or array.shape != shape:
+            raise ValueError(f"its {suffix} does not match its header")
+        arrays[suffix] = np.asarray(array)
+    if entry is not None:
+        offsets = arrays["offsets"]
+        if not 1 <= int(entry["probes"]) <= lists or offsets[0] != 0 or offsets[-1] != rows:
+            raise ValueError("its lists do not match its header")
+        if np.any(np.diff(offsets) < 0) or not _orders(arrays["order"], arrays["ids"]):
+            raise ValueError("its lists or order are out of order")
+    return arrays
 
 
 def _orders(order: np.ndarray, ids: np.ndarray) -> bool:
-    """Whether ``order`` lists the rows by strictly ascending id (so it is a permutation of
-    them; a pass over the rows, once per process that maps the base)."""
-    if order.dtype != np.int64 or order.shape != ids.shape:
-        return False
+    """Whether ``order`` lists the rows by strictly ascending id (so it is a permutation)."""
     if not len(order):
         return True
     if int(order.min()) < 0 or int(order.max()) >= len(ids):
@@ -218,14 +171,11 @@ def write(
     documents: np.ndarray,
     vectors: np.ndarray,
     processed: Stamps,
-) -> Base | None:
-    """Write a base of these rows (ids ascending) unless another process is writing one for
-    this knowledge base (then None: keep the rows in memory this time), map it back, and delete
-    older bases. From ``VECTOR_IVF_MIN_ROWS`` rows on, with an IVF (``retrieval.vector.ivf``):
-    the rows are stored list by list, beside the lists' centroids and offsets and the rows'
-    order by id."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with _writer_lock(folder) as locked:
+) -> VectorMatrix | None:
+    """Write a base of these rows (ids ascending, float32 unit vectors), with an IVF from
+    ``VECTOR_IVF_MIN_ROWS`` rows, map it back and delete older bases; None when another
+    process is writing one for this knowledge base (keep the rows in memory this time)."""
+    with exclusive(folder, wait_s=0) as locked:
         if not locked:
             return None
         stem = folder / f"{stamp_key(stamp)}-v{version}"
@@ -235,69 +185,52 @@ def write(
             "stamp": [str(part) for part in stamp],
             "processed": processed.to_mapping(),
         }
-        permutation, half = None, False
+        permutation, rows_of = None, None
         if 0 < settings.VECTOR_IVF_MIN_ROWS <= len(ids):
-            # float16 rows only with codes: the codes spare a search converting most of them
-            half = bool(settings.VECTOR_IVF_FLOAT16 and settings.VECTOR_IVF_CODES)
-            built = build_ivf(vectors, settings.VECTOR_IVF_TARGET_RECALL)
-            permutation = built.permutation
-            stored_ids = np.asarray(ids)[permutation]
-            _write_atomically(Path(f"{stem}.order.npy"), np.argsort(stored_ids, kind="stable"))
-            _write_atomically(Path(f"{stem}.centroids.npy"), built.ivf.centroids)
-            _write_atomically(Path(f"{stem}.offsets.npy"), built.ivf.offsets)
-            if settings.VECTOR_IVF_CODES:
-                _write_codes(stem, vectors, permutation, half)
-            header["ivf"] = {
-                "lists": built.ivf.lists,
-                "probes": built.ivf.probes,
-                "recall": round(built.ivf.recall, 4),
-                "target_recall": settings.VECTOR_IVF_TARGET_RECALL,
-                "build_s": round(built.ivf.build_s, 2),
-                "scan_share": round(built.ivf.scan_share, 4),
-                "row_type": "float16" if half else "float32",
-            }
-            if settings.VECTOR_IVF_CODES:
-                header["ivf"]["codes"] = "int8"
-            logger.info(
-                "vector base %s: IVF of %d lists, %d probed for recall@10 %.3f (target %.3f) "
-                "on its own rows, scanning %.1f%% of them, built in %.1f s",
-                stem.name,
-                built.ivf.lists,
-                built.ivf.probes,
-                built.ivf.recall,
-                settings.VECTOR_IVF_TARGET_RECALL,
-                100 * built.ivf.scan_share,
-                built.ivf.build_s,
-            )
+            permutation, header["ivf"] = _write_ivf(stem, ids, vectors)
+            rows_of = _half
         for suffix, array in (("ids", ids), ("docs", documents)):
             _write_atomically(Path(f"{stem}.{suffix}.npy"), array, permutation)
-        rows_of = _half if half else None
         _write_atomically(Path(f"{stem}.vec.npy"), vectors, permutation, rows_of)
         _write_atomically(stem.with_suffix(".json"), json.dumps(header).encode())
-        base = _open(stem.with_suffix(".json"), version, int(vectors.shape[1]))
+        base = _open(stem.with_suffix(".json"), version, stamp, int(vectors.shape[1]))
         if base is not None:
             _remove_older(folder, keep=stem.name)
         return base
 
 
-def _half(rows: np.ndarray) -> np.ndarray:
-    return rows.astype(np.float16)
-
-
-def _write_codes(stem: Path, vectors: np.ndarray, permutation: np.ndarray, half: bool) -> None:
-    """The rows' int8 codes and scales (``quantize``), in stored order: one pass over the
-    permuted blocks writes the codes and gathers the scales, written next. With ``half`` the
-    codes are those of the rows rounded to float16, the rows a search scores: their bounds
-    hold for those."""
+def _write_ivf(stem: Path, ids: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Build the rows' IVF and write its files and the rows' codes; (the order to store the
+    rows in, the header's ``ivf`` entry)."""
+    target = settings.VECTOR_IVF_TARGET_RECALL
+    built = build_ivf(vectors, target)
+    permutation, ivf = built.permutation, built.ivf
+    _write_atomically(Path(f"{stem}.order.npy"), np.argsort(ids[permutation], kind="stable"))
+    _write_atomically(Path(f"{stem}.centroids.npy"), ivf.centroids)
+    _write_atomically(Path(f"{stem}.offsets.npy"), ivf.offsets)
     scales: list[np.ndarray] = []
 
     def codes_of(rows: np.ndarray) -> np.ndarray:
-        codes, row_scales = quantize(_half(rows) if half else rows)
+        codes, row_scales = quantize(_half(rows))  # the rows a search scores: float16
         scales.append(row_scales)  # (the empty block that tells the dtype adds nothing)
         return codes
 
     _write_atomically(Path(f"{stem}.codes.npy"), vectors, permutation, codes_of)
     _write_atomically(Path(f"{stem}.scales.npy"), np.concatenate(scales))
+    entry = {
+        "lists": ivf.lists,
+        "probes": ivf.probes,
+        "recall": round(ivf.recall, 4),
+        "target_recall": target,
+        "build_s": round(ivf.build_s, 2),
+        "scan_share": round(ivf.scan_share, 4),
+    }
+    logger.info("vector base %s: IVF %s", stem.name, entry)
+    return permutation, entry | IVF_LAYOUT
+
+
+def _half(rows: np.ndarray) -> np.ndarray:
+    return rows.astype(np.float16)
 
 
 def _write_atomically(
@@ -329,15 +262,19 @@ def _write_atomically(
     os.replace(temporary, path)
 
 
-_held = threading.local()  # folders whose writer lock this thread holds (``exclusive``)
+_held = threading.local()  # folders whose writer lock this thread holds
 
 
 @contextlib.contextmanager
-def exclusive(folder: Path, wait_s: float):
+def exclusive(folder: Path, wait_s: float = WRITER_WAIT_S):
     """The host's writer lock of ``folder``, waiting up to ``wait_s`` while another process
-    holds it (loading and writing a base); yields whether it was taken. A cold process loads
-    inside it, so the processes of a host that all start cold write the matrix once: the first
-    loads and writes, the others find its file when the lock is theirs."""
+    holds it; yields whether it was taken (at once if this thread holds it). A cold process
+    loads inside it, so the processes of a host that start cold together write the matrix
+    once and the others map it."""
+    held = _held.__dict__.setdefault("folders", set())
+    if folder in held:
+        yield True
+        return
     folder.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_s
     with open(folder / ".lock", "a+") as handle:
@@ -350,7 +287,6 @@ def exclusive(folder: Path, wait_s: float):
                     yield False
                     return
                 time.sleep(_LOCK_POLL_S)  # flock has no timeout of its own
-        held = _held.__dict__.setdefault("folders", set())
         held.add(folder)
         try:
             yield True
@@ -359,28 +295,10 @@ def exclusive(folder: Path, wait_s: float):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-@contextlib.contextmanager
-def _writer_lock(folder: Path):
-    if folder in _held.__dict__.get("folders", ()):  # taken by this thread in ``exclusive``
-        yield True
-        return
-    with open(folder / ".lock", "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _remove_older(folder: Path, keep: str) -> None:
-    """Delete what ``keep`` (``<stamp key>-v<version>``) supersedes: bases of another stamp
-    (the knowledge base's model or row changed) or of an older version, and temporary files
-    writers left behind (the caller holds the writer lock, so none is being written). A newer
-    base, written by a process that saw a later version first, stays."""
+    """Delete what ``keep`` (``<stamp key>-v<version>``) supersedes: bases of another stamp or
+    an older version, and temporary files writers left behind (the caller holds the writer
+    lock). A newer base, written by a process that saw a later version first, stays."""
     key, version = _parse(keep)
     for path in folder.iterdir():
         name = path.name
@@ -409,6 +327,9 @@ def forget(tenant_id: int, knowledge_base_id: int, epoch: int) -> None:
     shutil.rmtree(directory(tenant_id, knowledge_base_id, epoch), ignore_errors=True)
 
 
+VECTOR_FILES = ("*.vec.npy", "*.codes.npy")  # the rows' own files (not ids, lists or orders)
+
+
 def host_bytes() -> int:
     """Bytes of every vector file on this host, the rows and their codes (what the page cache
     holds once for all processes)."""
@@ -416,6 +337,3 @@ def host_bytes() -> int:
     if not root.is_dir():
         return 0
     return sum(p.stat().st_size for pattern in VECTOR_FILES for p in root.rglob(pattern))
-
-
-VECTOR_FILES = ("*.vec.npy", "*.codes.npy")  # the rows' own files (not ids, lists or orders)

@@ -1,43 +1,16 @@
-"""An inverted file (IVF) over a large host base's vectors: the vector leg's path past the
-exact scan's latency budget.
+"""An inverted file (IVF) over a large host base's vectors: the vector leg's path past the exact
+scan's latency budget (figures: docs/performance.md, "Vector recall: exact, IVF, HNSW").
 
-The exact scan's cost grows with the rows, and at a million chunks of 384 dimensions it is
-several times a hybrid search's budget (figures: docs/performance.md, "Vector recall: exact,
-IVF, HNSW"). An IVF clusters the base's unit rows around ``lists`` centroids
-(spherical k-means: dot products, unit centroids) and a query scores only the rows of the
-``probes`` lists whose centroids are nearest to it. The host file stores the rows list by list
-(``retrieval.vector.hostfile``), so a probed list is one contiguous slice of the mapped
-matrix: the same float32 product as the exact scan over a few percent of the rows, with no
-copy or gather of rows at query time.
-
-Sizes: ``lists`` is about 2 sqrt(rows) (2,000 at 1M), the usual trade between scoring the
-centroids and scoring the lists' rows; no setting, since the number probed is what sets recall
-and time. k-means runs on a seeded random sample of ~50 rows per list (the whole base would
-cost 5-10x more per iteration; the calibration below judges the centroids whatever they are),
-8 iterations, an empty list reseeded with the sampled row its centroid fits worst; then every
-row is assigned to its nearest centroid in blocks, so memory stays bounded whatever the size.
-The build is paid once per base, by the process writing it (figures: docs/performance.md,
-"Known limits").
-
-How many lists to probe depends on the vectors: real embeddings need several times more rows
-scanned than the benchmark's generated ones for the same recall (docs/performance.md, "Which
-path serves which size"). So it is calibrated per base, on its own rows (``calibrate``),
-which also measures the share of the rows those probes scan (``scan_share``: a few percent
-for the benchmark's realistic vectors).
-
-Scoring the probed rows is bound by reading them (21 MB of float32 a query at 300k rows). So
-a base also stores its rows as int8 codes with a scale per row (``quantize``, a quarter of the
-bytes), and a search first bounds every probed row's score from its codes, then scores exactly,
-in float32, only the rows whose bound reaches the k-th best exact score of the head
-(``retrieval.vector.matrix.Part.probed``): the same top k as scoring every probed row in
-float32, for tens of rows scored exactly of the thousands probed (figures: docs/performance.md,
-"int8 codes and float16 rows").
-
-Vectors without neighbourhood structure need most of the rows probed (``hash`` embeddings:
-over half of them). The IVF is still kept for them: with cores to spare its wall time is about
-the exact scan's, but the exact scan runs on two BLAS threads for over twice the IVF's CPU on
-one (its slices are too small to split), and where every core is busy that CPU is the cost
-(figures: docs/performance.md, "Not kept, because").
+The base's unit rows are clustered around ``lists`` centroids (about 2 sqrt(rows); spherical
+k-means on a seeded sample of ``ROWS_PER_LIST`` rows per list, then every row assigned in
+blocks, so memory stays bounded), and a query scores only the rows of the ``probes`` lists
+whose centroids are nearest to it. The host file stores the rows list by list
+(``retrieval.vector.hostfile``), so a probed list is one contiguous slice of the mapped matrix.
+How many lists to probe depends on the vectors, so it is calibrated per base on its own rows
+(``calibrate``). The rows are also stored as int8 codes with a scale per row (``quantize``): a
+search bounds every probed row's score from its codes and scores exactly only the rows that can
+reach its top k (``retrieval.vector.scan.Part.probed``). The IVF is kept whatever share of the
+rows its probes scan: where every core is busy, its one-thread CPU stays below the exact scan's.
 """
 
 from __future__ import annotations
@@ -51,9 +24,7 @@ import numpy as np
 SEED = 20261123  # the sample, the initial centroids and the calibration queries: reproducible
 ROWS_PER_LIST = 50  # k-means sample: rows per list
 ITERATIONS = 8
-# Enough queries that the probes calibrated vary little with the seed: with half as many, some
-# seeds calibrate too few probes for the target. The exact scan that judges them costs the
-# build rows x queries products.
+# Enough queries that the probes calibrated vary little with the seed.
 CALIBRATION_QUERIES = 400
 K = 10  # recall@K is what the calibration targets
 # Calibration queries are a stored row moved to this cosine from it (``calibration_queries``).
@@ -177,30 +148,12 @@ def calibration_queries(
     vectors: np.ndarray, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """(rows the queries come from, unit float32 queries): each a sampled row ``x`` moved to
-    cosine ``QUERY_COSINE`` (0.35) from it, ``c x + sqrt(1 - c^2) n`` with ``n`` a random unit
-    direction orthogonal to ``x``.
-
-    Why not the stored row itself: a row's neighbours are its own list's rows, the easiest
-    query an IVF can get, while a question is not its paragraph (the local model puts a
-    sentence at cosine ~0.6 from the paragraph it comes from, ``bench.realistic``). Why 0.35
-    and not that 0.6: isotropic noise in 384 dimensions lies mostly outside the directions the
-    rows vary along, so it moves the ranking of the rows far less than a real question's
-    difference does. A one-off experiment (target 0.97; probes calibrated -> recall@10 they
-    gave to the other queries, the probes those needed):
-
-    ==================================  =========  =========  ==========  ======
-    queries at cosine                   1 (row)    0.65       0.35        needed
-    ==================================  =========  =========  ==========  ======
-    50k generated, benchmark's queries  3: 0.776   5: 0.850   20: 0.967   22
-    1,155 real paragraphs, sentences    15: 0.948  16: 0.951  27: 0.985   21
-    ==================================  =========  =========  ==========  ======
-
-    (447 and 68 lists, 200 calibration queries; 300 generated queries, 435 real sentences.)
-
-    Noise shaped like the rows' own spread (another row's residual from its centroid) erred
-    the other way and unevenly (at 0.65: 250 probes where 22 did, 47 where 21 did). At 0.35
-    the calibration is near on the generated vectors and errs towards recall on the real ones,
-    which costs time, not answers."""
+    cosine ``QUERY_COSINE`` from it, ``c x + sqrt(1 - c^2) n`` with ``n`` a random unit
+    direction orthogonal to ``x``. A question is not its paragraph: rows themselves as queries
+    calibrate far too few probes. Isotropic noise moves the ranking far less than a real
+    question's difference does, hence a cosine below a real question's (~0.6): at 0.35 the
+    calibration is near on generated vectors and errs towards recall on real ones, which costs
+    time, not answers (docs/performance.md, "Vector recall: exact, IVF, HNSW")."""
     n = min(CALIBRATION_QUERIES, len(vectors))
     sources = np.sort(rng.choice(len(vectors), size=n, replace=False))
     rows = np.asarray(vectors[sources], dtype=np.float64)
@@ -222,14 +175,9 @@ def calibrate(
     """(probes, mean recall@10 there, mean share of the rows those probes scan): the fewest
     lists to probe for mean recall@10 >= ``target_recall`` on the base's own
     ``calibration_queries``, leave-one-out (the row a query comes from is excluded from the
-    exact answer and the IVF's alike).
-
-    No search is run per probe count: the IVF's top 10 among the probed lists' rows holds every
-    row of the exact top 10 that lies in a probed list (nothing else in those lists scores
-    higher), so recall@10 at ``p`` probes is the share of the exact top-10 rows whose list is
-    among the query's ``p`` nearest centroids. One exact scan for the queries and one ranking
-    of the centroids give recall at every ``p`` at once; the smallest reaching the target is
-    exact, not bracketed by a search over ``p``."""
+    exact answer and the IVF's alike). Recall@10 at ``p`` probes is the share of the exact top
+    10 whose list is among the query's ``p`` nearest centroids, so one exact scan and one
+    ranking of the centroids give it at every ``p`` at once."""
     sources, queries = calibration_queries(vectors, rng)
     k = min(K, len(vectors) - 1)
     if k < 1:

@@ -1,14 +1,11 @@
 """The vector leg's policy: which path searches a knowledge base's vectors.
 
 This process's matrix (``retrieval.vector.matrix``) while the knowledge base's vectors fit its
-budget (``VECTOR_HOST_MAX_BYTES`` with host files, else ``VECTOR_L1_MAX_BYTES``): scanned
-exactly, or, when its host base was written with an inverted file (``VECTOR_IVF_MIN_ROWS``
-rows, 300k, and more) and the search has no filter, through the lists nearest to the query
-(``retrieval.vector.ivf``). pgvector's HNSW index (``retrieval.vector.hnsw``) beyond, or when
-the matrix cannot be loaded for a reason other than the database (HNSW holds the same rows).
-Why exact first, and the IVF past 300k: docs/performance.md. RAGService and the LangChain
-store both search vectors through ``nearest_chunks``; the trace's ``index`` says which path
-served (``exact``, ``ivf`` with its lists, probes and rows scanned, or ``hnsw``).
+budget (``VECTOR_HOST_MAX_BYTES`` with host files, else ``VECTOR_L1_MAX_BYTES``), else
+pgvector's HNSW index (``retrieval.vector.hnsw``), which also serves when the matrix cannot be
+loaded for a reason other than the database. RAGService and the LangChain store both search
+through ``nearest_chunks``; the trace's ``index`` says which path served (``exact``, ``ivf``
+with its lists, probes and rows scanned, or ``hnsw``).
 """
 
 from __future__ import annotations

@@ -1,25 +1,18 @@
 """Upkeep of the chunk table and its HNSW indexes after large deletes.
 
-Deleting a large knowledge base or tenant leaves dead rows in ``knowledge_chunk`` and dead
-entries in pgvector's HNSW graphs (``retrieval.vector.hnsw``). Until they are vacuumed, inserts
-and index scans walk past them: a bulk insert after a large delete can take several times as long
-as into a clean table. Autovacuum gets
-there eventually, but the HNSW part of a VACUUM repairs the graph around every deleted entry,
-which after a large delete is slower than building the index again; pgvector's own advice is to
-reindex first, then vacuum.
+Dead rows in ``knowledge_chunk`` and dead entries in pgvector's HNSW graphs slow inserts and
+index scans until vacuumed, and the HNSW part of a VACUUM after a large delete is slower than
+building the index again (pgvector's advice: reindex first, then vacuum). So
+``tidy_chunk_table`` (beat, every ``RAG_TABLE_UPKEEP_INTERVAL_S``), past
+``RAG_VACUUM_DEAD_RATIO`` dead rows and at least ``RAG_VACUUM_MIN_DEAD_ROWS``:
 
-So ``tidy_chunk_table`` (beat, every ``RAG_TABLE_UPKEEP_INTERVAL_S``) reads the table's dead-row
-share from PostgreSQL's statistics and, past ``RAG_VACUUM_DEAD_RATIO`` with at least
-``RAG_VACUUM_MIN_DEAD_ROWS`` dead rows:
+1. drops the invalid ``chunk_embedding_hnsw_*`` indexes an interrupted ``REINDEX ...
+   CONCURRENTLY`` left (PostgreSQL maintains them on every write);
+2. rebuilds every valid one with ``REINDEX INDEX CONCURRENTLY`` (searches and writes go on);
+3. runs ``VACUUM (ANALYZE)`` on the table.
 
-1. drops what an interrupted ``REINDEX ... CONCURRENTLY`` left behind (invalid
-   ``chunk_embedding_hnsw_*`` indexes: PostgreSQL keeps them, and maintains them on every write);
-2. rebuilds every valid HNSW index with ``REINDEX INDEX CONCURRENTLY`` (searches and writes go
-   on against the old index meanwhile; the new one takes its place when complete);
-3. runs ``VACUUM (ANALYZE)`` on the table (no lock that blocks reads or writes).
-
-One process at a time (a PostgreSQL advisory lock: a second caller skips). Each statement runs
-outside a transaction, as both commands require; the Celery task runs in autocommit.
+One process at a time (a PostgreSQL advisory lock: a second caller skips); each statement runs
+outside a transaction, as both commands require.
 """
 
 from __future__ import annotations

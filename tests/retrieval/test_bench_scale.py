@@ -112,7 +112,7 @@ def test_bench_search_without_hnsw_measures_the_ivf_against_the_in_memory_exact_
     assert result["vector_index"] == "ivf" and result["ivf_lists"] == 45
     assert 1 <= result["ivf_probes"] <= 45 and result["ivf_calibrated_recall"] >= 0.97
     assert 0 < result["ivf_scan_share"] <= 1
-    # float16 rows and their int8 codes (VECTOR_IVF_FLOAT16, VECTOR_IVF_CODES), ids, documents
+    # float16 rows and their int8 codes, ids, documents
     assert result["ivf_build_s"] >= 0 and result["vector_matrix_bytes"] > 500 * (384 * 3 + 16)
     assert result["vector_recall_truth"] == "matrix" and 0.5 <= result["vector_recall_at_10"] <= 1
     assert 0 < result["matrix_rows_scanned_mean"] < 500  # the probed lists only

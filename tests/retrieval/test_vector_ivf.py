@@ -16,8 +16,9 @@ from retrieval.core.identity import identity_of
 from retrieval.search import RAGService
 from retrieval.search.types import SearchFilters
 from retrieval.vector import hostfile, ivf, kernels
-from retrieval.vector.matrix import MatrixCache, VectorMatrix, get_matrix_cache, top
+from retrieval.vector.matrix import MatrixCache, get_matrix_cache
 from retrieval.vector.query_cache import remember_query_embedding
+from retrieval.vector.scan import VectorMatrix, top
 from tests.factories import add_document
 
 pytestmark = pytest.mark.django_db
@@ -263,21 +264,26 @@ def test_quantize_keeps_zero_rows_zero_and_bounds_every_score():
         assert np.all(bound - rows @ query <= scales * np.abs(query).sum() * 1.02)
 
 
-def _scanned(matrix, query, k, settings):
-    """The search scoring every probed row on the stored rows, as without codes."""
-    settings.VECTOR_IVF_CODES = False
-    try:
-        return matrix.search(query, k)
-    finally:
-        settings.VECTOR_IVF_CODES = True
+def _scanned(matrix: VectorMatrix, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """Every live row of the probed lists scored on the stored rows, the best ``k`` (ties by
+    id): what bounding on the codes must give."""
+    (base,) = matrix.parts
+    ids, scores = [np.empty(0, np.int64)], [np.empty(0, np.float32)]
+    for start, stop in base.ivf.runs(query):
+        live = slice(None) if base.live is None else base.live[start:stop]
+        ids.append(base.ids[start:stop][live])
+        scores.append((base.vectors[start:stop] @ query)[live])
+    ids, scores = np.concatenate(ids), np.concatenate(scores)
+    best = np.lexsort((ids, -scores))[:k]
+    return [(int(ids[i]), float(scores[i])) for i in best]
 
 
-def test_the_codes_score_few_rows_exactly_and_give_the_float32_top(kb, ivf_settings):
+def test_the_codes_score_few_rows_exactly_and_give_the_float32_top(kb):
     matrix = MatrixCache(10**8).get(kb).matrix
     (base,) = matrix.parts
     exactly = []
     for query in queries(100, 28):
-        truth = _scanned(matrix, query, 15, ivf_settings)
+        truth = _scanned(matrix, query, 15)
         same(matrix.search(query, 15), truth)
         ids, scores, scanned, by_codes = base.probed(query, 15)
         assert by_codes
@@ -288,40 +294,18 @@ def test_the_codes_score_few_rows_exactly_and_give_the_float32_top(kb, ivf_setti
     assert np.mean(exactly) < 0.5  # most probed rows were only bounded
     # So many wanted that the head takes every probed row: all of them, scored exactly.
     for query in queries(5, 29):
-        same(matrix.search(query, 500), _scanned(matrix, query, 500, ivf_settings))
+        same(matrix.search(query, 500), _scanned(matrix, query, 500))
 
 
-def test_a_process_without_the_loops_loads_them_at_its_first_search(kb, ivf_settings, monkeypatch):
+def test_a_process_without_the_loops_loads_them_at_its_first_search(kb, monkeypatch):
     matrix = MatrixCache(10**8).get(kb).matrix
     query = queries(1, 31)[0]
-    truth = _scanned(matrix, query, 10, ivf_settings)
+    truth = _scanned(matrix, query, 10)
     monkeypatch.setattr(kernels.LOOPS, "_loaded", None)  # as in a process just started
     hits, how = matrix.search_traced(query, 10)
     assert how["codes"] == "int8"  # loaded, then bounded on the codes
     same(hits, truth)
     assert kernels.LOOPS._loaded is not None
-
-    monkeypatch.setattr(kernels.LOOPS, "_loaded", None)
-    ivf_settings.VECTOR_IVF_CODES = False
-    same(matrix.search(query, 10), truth)
-    assert kernels.LOOPS._loaded is None  # switched off: never loaded
-
-
-def test_without_codes_a_base_is_written_and_searched_on_float32(kb, ivf_settings):
-    ivf_settings.VECTOR_IVF_CODES = False
-    written = MatrixCache(10**8).get(kb).matrix
-    assert written.parts[0].ivf is not None and written.parts[0].ivf.codes is None
-    assert written.parts[0].vectors.dtype == np.float32  # float16 rows come only with codes
-    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
-    assert not list(folder.glob("*.codes.npy")) and not list(folder.glob("*.scales.npy"))
-    ivf_settings.VECTOR_IVF_CODES = True
-    mapped = MatrixCache(10**8).get(kb)  # a process with codes on maps that base as it is
-    assert mapped.source == "file" and mapped.matrix.parts[0].ivf.codes is None
-    query = queries(1, 30)[0]
-    (base,) = mapped.matrix.parts
-    ids, _, scanned, by_codes = base.probed(query, 10)
-    assert len(ids) == scanned and not by_codes  # every probed row scored on float32
-    same(mapped.matrix.search(query, 10), written.search(query, 10))
 
 
 def float32_rows(kb: KnowledgeBase, settings) -> VectorMatrix:
@@ -358,23 +342,6 @@ def test_a_base_stores_its_rows_as_float16_and_scores_within_their_rounding(kb, 
         assert all(score <= hits[-1][1] + 2 * 2**-11 for score in missed)
         found.append(recall(hits, list(truth.items())))
     assert np.mean(found) >= 0.99
-
-
-def test_with_float32_rows_a_base_is_written_and_searched_on_them(kb, ivf_settings):
-    ivf_settings.VECTOR_IVF_FLOAT16 = False
-    written = MatrixCache(10**8).get(kb).matrix
-    (base,) = written.parts
-    assert base.ivf is not None and base.vectors.dtype == np.float32
-    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
-    header = json.loads((folder / f"{written.base_name}.json").read_text())
-    assert header["ivf"]["row_type"] == "float32"
-    exact = float32_rows(kb, ivf_settings)
-    everything = replace(written, parts=(replace(base, ivf=replace(base.ivf, probes=98)),))
-    for query in queries(20, 33):
-        same(everything.search(query, 15), exact.search(query, 15))
-    ivf_settings.VECTOR_IVF_FLOAT16 = True
-    mapped = MatrixCache(10**8).get(kb)  # a process with float16 on maps that base as it is
-    assert mapped.source == "file" and mapped.matrix.parts[0].vectors.dtype == np.float32
 
 
 def test_calibration_reports_the_share_its_probes_scan():
@@ -436,6 +403,54 @@ def test_a_damaged_or_mismatching_ivf_file_is_ignored_and_replaced(kb, suffix, d
     assert again.matrix.parts[0].ivf is not None
     np.testing.assert_array_equal(again.matrix.ids, written.ids)
     assert hostfile.newest(folder, written.stamp, DIMENSIONS) is not None  # it checks out
+
+
+def _float32_rows(folder, name: str, header: dict, codes: bool) -> None:
+    """Rewrite a base as an IVF base with float32 rows was written (with or without codes),
+    under the header ``header`` gives; each file replaced, never changed under its mapping."""
+    vec = np.load(folder / f"{name}.vec.npy").astype(np.float32)
+    np.save(folder / "rows.npy", vec)
+    (folder / "rows.npy").replace(folder / f"{name}.vec.npy")
+    if not codes:
+        (folder / f"{name}.codes.npy").unlink()
+        (folder / f"{name}.scales.npy").unlink()
+    (folder / f"{name}.json").write_text(json.dumps(header))
+
+
+def _without_codes(folder, name: str, header: dict) -> None:
+    del header["ivf"]["codes"]
+    header["ivf"]["row_type"] = "float32"
+    _float32_rows(folder, name, header, codes=False)
+
+
+def _with_codes(folder, name: str, header: dict) -> None:
+    header["ivf"]["row_type"] = "float32"
+    _float32_rows(folder, name, header, codes=True)
+
+
+def _naming_no_row_type(folder, name: str, header: dict) -> None:
+    del header["ivf"]["codes"], header["ivf"]["row_type"]
+    _float32_rows(folder, name, header, codes=False)
+
+
+@pytest.mark.parametrize("older", [_without_codes, _with_codes, _naming_no_row_type])
+def test_a_base_in_an_older_layout_is_rewritten_not_misread(kb, older):
+    written = MatrixCache(10**8).get(kb).matrix
+    asked = queries(10, 35)
+    truth = [written.search(query, 10) for query in asked]
+    folder = hostfile.directory(kb.tenant_id, kb.pk, identity_of(kb).epoch)
+    header = json.loads((folder / f"{written.base_name}.json").read_text())
+    older(folder, written.base_name, header)
+    again = MatrixCache(10**8).get(kb)
+    assert again.source == "load"  # not mapped as it is: fetched and written anew
+    (base,) = again.matrix.parts
+    assert base.vectors.dtype == np.float16 and base.ivf.codes is not None
+    header = json.loads((folder / f"{again.matrix.base_name}.json").read_text())
+    assert header["ivf"]["row_type"] == "float16" and header["ivf"]["codes"] == "int8"
+    np.testing.assert_array_equal(again.matrix.ids, written.ids)
+    for query, hits in zip(asked, truth, strict=True):
+        same(again.matrix.search(query, 10), hits)
+    assert MatrixCache(10**8).get(kb).source == "file"  # and the new base is mapped as it is
 
 
 def test_the_service_searches_a_large_knowledge_base_through_the_ivf(kb):

@@ -24,14 +24,8 @@ from retrieval.search import RAGService
 from retrieval.search.types import SearchFilters
 from retrieval.vector import hostfile
 from retrieval.vector.hnsw import exact_vector_search
-from retrieval.vector.matrix import (
-    MatrixCache,
-    VectorMatrix,
-    _of_documents,
-    get_matrix_cache,
-    top,
-    wait_for_rebases,
-)
+from retrieval.vector.matrix import MatrixCache, _of_documents, get_matrix_cache, wait_for_rebases
+from retrieval.vector.scan import VectorMatrix, top
 from tests.conftest import CEILING_S, at_once
 from tests.factories import TenantFactory, add_document
 
