@@ -8,6 +8,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends libgl1 libglib2
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt
 COPY . .
+# The numba loops compiled into numba's cache beside the code, so a worker's first search only
+# loads them.
+RUN python -m retrieval.precompile
 RUN useradd --create-home rag && mkdir -p /data && chown rag /data
 USER rag
 EXPOSE 8000
