@@ -232,14 +232,6 @@ class Segment:
         terms = np.searchsorted(self.offsets, dead_postings, side="right") - 1
         return df - np.bincount(terms, minlength=len(self.terms))
 
-    def postings_of(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """(local document positions, term frequencies) of a term, or None if absent."""
-        term_id = self.vocab.get(term)
-        if term_id is None:
-            return None
-        start, end = self.offsets[term_id], self.offsets[term_id + 1]
-        return self.post_docs[start:end], self.post_tf[start:end]
-
     @cached_property
     def length_ranks(self) -> tuple[np.ndarray, np.ndarray]:
         """(the distinct document lengths, ascending; per document the index of its length

@@ -1,22 +1,18 @@
 """A manifest: which segments (and which deletions) make a knowledge base's index at a version.
 
 It also records every searchable document it reflects (id and ``document_stamp``) and the
-analysis ``basis`` (analyser version, user words), from which the next version is built as a
-delta (``build``), and per segment with deletions how many deleted chunks hold each term
-(``dead``), so readers compose the view without a pass over the postings; a manifest without
-them is still read, and its readers count.
+analysis ``basis``, from which the next version is built as a delta (``build``), and per
+segment how many deleted chunks hold each term (``dead``), so readers compose the view without
+a pass over the postings (a manifest without them is read, and its readers count).
 
-Stored as plain integer arrays behind a JSON header (format 2, ``to_bytes``), never a pickle,
-signed like a segment (``payload``) with the version in the label: each array in the narrowest
-unsigned type that holds it (``_narrow``), ascending ones as differences. Format 1
-(``np.savez``, read with ``allow_pickle=False``), which earlier releases wrote, is still read,
-so an upgrade keeps the stored indexes.
+Stored as plain integer arrays behind a JSON header (``to_bytes``), never a pickle, signed like
+a segment (``payload``) with the version in the label. Any other layout is unreadable: the
+knowledge base is rebuilt from PostgreSQL, as every tier is a cache.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import struct
 from dataclasses import dataclass, replace
@@ -155,8 +151,6 @@ class Manifest:
     @classmethod
     def from_bytes(cls, raw: bytes) -> Manifest:
         try:
-            if raw[:2] == b"PK":  # format 1: an npz archive (a zip file)
-                return cls._from_npz(raw)
             return cls._from_format_2(raw)
         except (KeyError, IndexError, TypeError, OSError, ValueError, struct.error) as exc:
             raise ValueError(f"not a BM25 manifest: {exc}") from exc
@@ -204,37 +198,6 @@ class Manifest:
             build_seconds=float(header["build_seconds"]),
             dead=dead,
         )
-
-    @classmethod
-    def _from_npz(cls, raw: bytes) -> Manifest:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as arrays:
-            head = arrays["format"]
-            if int(head[0]) != 1:
-                raise ValueError(f"manifest format {int(head[0])}, expected 1 in an npz")
-            keys = tuple(str(k) for k in arrays["keys"])
-            dead = None
-            if "dead_sizes" in arrays.files:
-                dead = _check_dead(
-                    keys,
-                    (
-                        arrays["dead_sizes"].astype(np.int64),
-                        arrays["dead_terms"].astype(np.int32),
-                        arrays["dead_counts"].astype(np.int32),
-                    ),
-                )
-            return cls._checked(
-                version=int(head[1]),
-                merges=int(head[2]),
-                chunk_count=int(head[3]),
-                keys=keys,
-                deleted=arrays["deleted"].astype(np.int64),
-                deleted_in=arrays["deleted_in"].astype(np.int32),
-                doc_ids=arrays["doc_ids"].astype(np.int64),
-                doc_stamps=arrays["doc_stamps"].astype(np.int64),
-                basis=str(arrays["basis"][0]),
-                build_seconds=float(arrays["build_seconds"][0]),
-                dead=dead,
-            )
 
     @classmethod
     def _checked(cls, **fields) -> Manifest:

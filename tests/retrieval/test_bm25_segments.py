@@ -380,9 +380,9 @@ def test_a_manifest_is_written_in_narrow_integers_and_read_back_exactly():
     _assert_same_manifest(Manifest.from_bytes(empty.to_bytes()), empty)
 
 
-def test_a_manifest_an_earlier_release_wrote_still_reads():
-    manifest = _wide_manifest()
-    _assert_same_manifest(Manifest.from_bytes(_format_1(manifest)), manifest)
+def test_a_format_1_manifest_is_not_read():
+    with pytest.raises(ValueError, match="not a BM25 manifest"):
+        Manifest.from_bytes(_format_1(_wide_manifest()))
 
 
 def test_a_damaged_manifest_is_refused_with_a_reason():
