@@ -259,8 +259,8 @@ class Vocabulary:
     """Term -> global term id, grown along the views that follow one another (``successor``):
     a dict no view changes once it is made (``base``), shared by them, plus the terms added
     since, copied by each view and folded into a new base once they pass an eighth of it (not
-    the whole dict copied per view). Ids are given in order of first sight, so iterating yields
-    the terms by id."""
+    the whole dict copied per view). Ids are given in order of first sight, so ``items`` yields
+    them by id."""
 
     __slots__ = ("_added", "_base")
     FOLD_FRACTION = 8
@@ -304,10 +304,6 @@ class Vocabulary:
 
     def __len__(self) -> int:
         return len(self._base) + len(self._added)
-
-    def __iter__(self) -> Iterator[str]:
-        yield from self._base
-        yield from self._added
 
     def items(self) -> Iterator[tuple[str, int]]:
         yield from self._base.items()

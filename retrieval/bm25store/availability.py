@@ -17,8 +17,7 @@ _lock = threading.Lock()
 
 
 def bm25_available() -> bool:
-    """True when BM25's dependencies import. Checked once per process; when they do not, logs
-    once that search runs vector-only (the search service says so in every trace)."""
+    """True when BM25's dependencies import (checked once per process, logged once if not)."""
     global _available
     if _available is None:
         with _lock:
