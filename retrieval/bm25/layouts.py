@@ -25,10 +25,8 @@ from retrieval.core.lru import ByteLRU
 # Bytes of terms' pieces kept by the views of one knowledge base (and of each view's ``Term``s).
 LAYOUT_CACHE_BYTES = 128 * 1024 * 1024
 _ENTRY_OVERHEAD = 256  # two array headers and the LRU's slot, roughly
-# A term's postings are kept in pieces (``Layout``): a new last piece at least this fraction
-# of the one before is joined to it, and a term has at most this many.
-PIECE_RATIO = 4
-MAX_PIECES = 6
+PIECE_RATIO = 4  # a new last piece at least this fraction of the one before is joined to it
+MAX_PIECES = 6  # a term's, at most
 
 
 class Holder(NamedTuple):

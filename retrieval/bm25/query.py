@@ -15,8 +15,7 @@ from retrieval.bm25 import kernels
 from retrieval.bm25.layouts import Term
 from retrieval.bm25.vocabulary import Composition
 
-# Try MaxScore when the other terms read at most this fraction of the dominant term's postings.
-_MAXSCORE_RATIO = 4
+_MAXSCORE_RATIO = 4  # essential terms read at most this fraction of the others' postings
 _GALLOP_COST = 12  # postings summed for the cost of galloping to one candidate (measured)
 _ORDER_SLACK = 1e-12  # relative room for sums in another order (an ulp of tens of terms: 1e-14)
 # "No deletions" and "no restriction" for the compiled loops.

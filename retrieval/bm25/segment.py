@@ -25,8 +25,7 @@ import numpy as np
 SEGMENT_FORMAT_VERSION = 1
 # A full-size segment's tokens, at most: its payload stays far below Redis's and bytea's limits.
 MAX_SEGMENT_TOKENS = 16_000_000
-# The most cells a segment's pair grid may have (8 bytes each in every view that uses it).
-MAX_PAIR_CELLS = 1 << 18
+MAX_PAIR_CELLS = 1 << 18  # a segment's pair grid's, at most (8 bytes each in every view)
 _MAGIC = b"BM25SEG\x00"
 _HEADER = struct.Struct("<8sH")
 _TF_DTYPES = (np.uint8, np.uint16, np.uint32)

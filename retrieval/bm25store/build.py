@@ -39,8 +39,7 @@ from retrieval.core.stamps import (
 )
 from retrieval.replica import search_reads
 
-# A delta deleting or adding more than this fraction of the live chunks is built in full.
-DELTA_MAX_FRACTION = 0.3
+DELTA_MAX_FRACTION = 0.3  # of the live chunks a delta deletes or adds: more builds in full
 # The searchable documents' ids, processed_at and analyser versions packed in one value
 # (big-endian int8, int8, int4) that numpy unpacks at once; sorted here.
 _SELECT_DOCUMENTS = (

@@ -68,7 +68,7 @@ def _packed_rows(
 def _arrays(
     knowledge_base: KnowledgeBase, chunk_ids: Sequence[int], using: str | None
 ) -> dict[int, list[str]]:
-    """The token arrays of these chunks, NULL elements left out (the irregular rows' path)."""
+    """The token arrays of these chunks, NULL elements left out."""
     if not chunk_ids:
         return {}
     rows = ready_chunks(knowledge_base, using).filter(id__in=list(chunk_ids))
@@ -79,8 +79,7 @@ def _arrays(
 
 
 class _Part:
-    """The chunks of one segment being read: ids, owners, lengths and the term ids of their
-    tokens back to back, in a vocabulary of the segment's own (term bytes -> id)."""
+    """The chunks of one segment being read, their tokens as term ids of its own vocabulary."""
 
     def __init__(self) -> None:
         self.ids = array("q")

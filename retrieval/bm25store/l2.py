@@ -29,8 +29,8 @@ _KEY = "rag:bm25:m:{}"
 _SEGMENT_KEY = "rag:bm25:s:{}:{}"
 _LOCK_KEY = "rag:bm25:build-lock:{}:{}:{}"
 
-# -> {} nothing (for this KB), {'stale'} older than ARGV[1], {'malformed'}, or {v, s, p}.
-# An entry of another KB of the same id (ARGV[2] is the epoch) is a leftover: deleted.
+# -> {} nothing (an entry of another epoch ARGV[2] is deleted), {'stale'} older than ARGV[1],
+# {'malformed'}, or {v, s, p}.
 _READ = """
 local t = redis.call('TYPE', KEYS[1]).ok
 if t == 'none' then return {} end

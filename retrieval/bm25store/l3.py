@@ -67,8 +67,6 @@ def _bytes(data) -> bytes:
 
 
 class TableTier:
-    # ------------------------------------------------------------------ manifests
-
     def get(self, identity: Identity, min_version: int) -> tuple[int, SignedPayload] | None:
         """The manifest (version, payload) if it holds at least ``min_version``."""
         with _binary_cursor() as cursor:
@@ -132,8 +130,6 @@ class TableTier:
         """The manifest and every segment."""
         BM25Manifest.objects.filter(knowledge_base_id=knowledge_base_id).delete()
         BM25Segment.objects.filter(knowledge_base_id=knowledge_base_id).delete()
-
-    # ------------------------------------------------------------------ segments
 
     def get_segments(self, identity: Identity, keys: Sequence[str]) -> dict[str, SignedPayload]:
         if not keys:

@@ -54,9 +54,8 @@ def analysis_basis(analyzer_version: int, user_words: list[str] | None) -> str:
 class Manifest:
     version: int
     keys: tuple[str, ...]  # segment keys, in view order
-    # Chunks of those segments no longer searchable: their ids and the position (in keys) of
-    # the segment each is deleted from (a chunk edited in place keeps its id: deleted from
-    # its old segment, alive in a newer one).
+    # Chunks no longer searchable: their ids and the position (in keys) of the segment each is
+    # deleted from (a chunk edited in place may live on in a newer one).
     deleted: np.ndarray  # int64
     deleted_in: np.ndarray  # int32
     doc_ids: np.ndarray  # int64, ascending: the searchable documents it reflects
@@ -99,7 +98,7 @@ class Manifest:
 
     def folded(self, plan: list[int], key: str | None) -> Manifest:
         """This version with the segments at positions ``plan`` folded into segment ``key``
-        (their live chunks; None when there are none): one merge more, dead not yet recorded."""
+        (None when no chunk is live): one merge more, dead not yet recorded."""
         deletions = self.deletions()
         kept = [i for i in range(len(self.keys)) if i not in plan]
         return replace(
@@ -114,8 +113,8 @@ class Manifest:
         )
 
     def to_bytes(self) -> bytes:
-        """Format 2: ``_MAGIC``, the header's length, a JSON header (the scalars, the keys and
-        each array's stored type and length), then the arrays' bytes one after another."""
+        """``_MAGIC``, the header's length, a JSON header (the scalars, the keys and each
+        array's stored type and length), then the arrays' bytes one after another."""
         stamps = np.asarray(self.doc_stamps, dtype=np.int64)
         floor = int(stamps.min()) if stamps.size else 0
         arrays = {
@@ -201,8 +200,7 @@ class Manifest:
 
     @classmethod
     def _checked(cls, **fields) -> Manifest:
-        """The manifest of ``fields`` (its dead frequencies checked by the reader, before they
-        are used: ``_check_dead``); ValueError when its parts do not fit together."""
+        """The manifest of ``fields``; ValueError when its parts do not fit together."""
         keys, deleted_in = fields["keys"], fields["deleted_in"]
         if deleted_in.size != fields["deleted"].size:
             raise ValueError("deletions of unequal lengths")
@@ -218,8 +216,7 @@ class Manifest:
 
 def _narrow(values: np.ndarray) -> np.ndarray:
     """Integers in the narrowest unsigned type that holds them all (as given when one is
-    negative or past 32 bits): readers convert each array to its own type, so this only saves
-    bytes (mostly dead frequencies: small term ids and counts)."""
+    negative or past 32 bits); readers convert each array to its own type."""
     values = np.asarray(values)
     if not values.size:
         return values.astype(np.uint8)
@@ -233,8 +230,7 @@ def _narrow(values: np.ndarray) -> np.ndarray:
 
 
 def _check_dead(keys: tuple[str, ...], dead: tuple[np.ndarray, np.ndarray, np.ndarray]):
-    """``dead`` when it is one entry per segment of ``keys`` and its arrays agree; else
-    ValueError."""
+    """``dead`` when it is one entry per segment of ``keys`` and its arrays agree."""
     sizes, terms, counts = (np.asarray(a) for a in dead)
     if sizes.size != len(keys) or (sizes.size and sizes.min() < 0):
         raise ValueError("dead frequencies not one entry per segment")
@@ -244,9 +240,8 @@ def _check_dead(keys: tuple[str, ...], dead: tuple[np.ndarray, np.ndarray, np.nd
 
 
 def _differences(values: np.ndarray, runs: np.ndarray | None = None) -> np.ndarray:
-    """Each value less the one before it (the first of each run less 0): small non-negative
-    numbers for values ascending within each run. ``runs``: run lengths summing to the size
-    (one run when None). ``_sums`` inverts it."""
+    """Each value less the one before it (the first of each run less 0). ``runs``: run
+    lengths summing to the size (one run when None). ``_sums`` inverts it."""
     differences = np.diff(values, prepend=0)
     if runs is not None and values.size:
         starts = (np.cumsum(runs) - runs)[runs > 0]
@@ -266,7 +261,7 @@ def _sums(differences: np.ndarray, runs: np.ndarray | None = None) -> np.ndarray
 
 def open_manifest(identity: Identity, version: int, payload: SignedPayload) -> Manifest:
     """Verify (as this KB's manifest of ``version``), then load. Raises PayloadRejected or
-    PayloadUnreadable."""
+    PayloadUnreadable (any layout but this one's)."""
     if payload.label != manifest_label(version):
         raise PayloadRejected
     raw = open_raw(identity, payload)

@@ -62,11 +62,9 @@ STALE_WAIT_S = 1.0
 RECHECK_S = 0.05
 _POLL_FIRST_S = 0.02
 _POLL_MAX_S = 0.25
-# The build lock's "version" for merges of a KB (versions are >= 0).
-_MERGE_LOCK = -1
+_MERGE_LOCK = -1  # the build lock's "version" for merges (versions are >= 0)
 
-# Sent (``knowledge_base_id``) when a build leaves segments to fold (``merging.plan_merge``).
-merge_due = Signal()
+merge_due = Signal()  # (knowledge_base_id): a build left segments to fold
 
 
 @dataclass(frozen=True)
@@ -229,8 +227,8 @@ class BM25Store:
         return self._handle(attempt, tier, view)
 
     def _stored_view(self, attempt: _Attempt, min_version: int) -> tuple[View | None, Tier]:
-        """The stored manifest of at least ``min_version`` composed with its segments (None if
-        no tier holds it intact), and the lowest tier read."""
+        """The stored manifest of at least ``min_version`` composed (None if no tier holds it
+        intact), and the lowest tier read."""
         identity = attempt.identity
         for tier in (Tier.L2, Tier.L3):
             try:
@@ -319,8 +317,8 @@ class BM25Store:
     def _rejected(
         self, attempt: _Attempt, tier: Tier, signature: str | None, key: str | None = None
     ) -> None:
-        """Log a payload that failed its integrity check and drop it (``signature`` None: L2's
-        entry is not ours at all)."""
+        """Log and drop a payload that failed its integrity check (``signature`` None: not
+        ours at all)."""
         kb = attempt.knowledge_base
         security_logger.warning(
             "BM25 index payload (%s) of knowledge base %s (tenant %s) in %s failed its "
