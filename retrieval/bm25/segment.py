@@ -121,26 +121,18 @@ class Segment:
 
     @classmethod
     def merge(
-        cls,
-        segments: Sequence[Segment],
-        deleted: np.ndarray | None = None,
-        deleted_per_segment: Sequence[np.ndarray] | None = None,
+        cls, segments: Sequence[Segment], deleted_per_segment: Sequence[np.ndarray]
     ) -> Segment:
-        """One segment holding the live documents of `segments` (ids in `deleted`, and in a
-        segment's own `deleted_per_segment` entry, dropped), scoring exactly as they did.
-        Raises ValueError on a doc id that two segments hold alive."""
-        deleted = np.empty(0, np.int64) if deleted is None else np.asarray(deleted, np.int64)
-        if deleted_per_segment is not None and len(deleted_per_segment) != len(segments):
+        """One segment holding the live documents of `segments` (less each one's
+        `deleted_per_segment` entry), scoring as they did. ValueError on an id two hold alive."""
+        if len(deleted_per_segment) != len(segments):
             raise ValueError("deleted_per_segment needs one array per segment")
         vocab: dict[str, int] = {}
         grouped = bool(segments) and all(s.groups is not None for s in segments)
         group_parts = []
         ids_parts, length_parts, term_parts, doc_parts, tf_parts = [], [], [], [], []
-        for position, segment in enumerate(segments):
-            dropped = deleted
-            if deleted_per_segment is not None:
-                dropped = np.union1d(deleted, deleted_per_segment[position])
-            live = ~np.isin(segment.doc_ids, dropped)
+        for segment, deleted in zip(segments, deleted_per_segment, strict=True):
+            live = ~np.isin(segment.doc_ids, deleted)
             ids_parts.append(segment.doc_ids[live])
             length_parts.append(segment.lengths[live])
             if grouped:

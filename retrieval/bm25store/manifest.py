@@ -183,32 +183,26 @@ class Manifest:
                 keys, (arrays["dead_sizes"], arrays["dead_terms"], arrays["dead_counts"])
             )
             dead = (sizes, _sums(terms, sizes), counts)
-        doc_ids = _sums(arrays["doc_ids"])
-        return cls._checked(
+        deleted_in = arrays["deleted_in"]
+        if deleted_in.size != arrays["deleted"].size:
+            raise ValueError("deletions of unequal lengths")
+        if deleted_in.size and (deleted_in.min() < 0 or deleted_in.max() >= len(keys)):
+            raise ValueError("a deletion names no segment")
+        if arrays["doc_ids"].size != arrays["doc_stamps"].size:
+            raise ValueError("documents of unequal lengths")
+        return cls(
             version=int(header["version"]),
             merges=int(header["merges"]),
             chunk_count=int(header["chunk_count"]),
             keys=keys,
             deleted=arrays["deleted"],
-            deleted_in=arrays["deleted_in"],
-            doc_ids=doc_ids,
+            deleted_in=deleted_in,
+            doc_ids=_sums(arrays["doc_ids"]),
             doc_stamps=arrays["doc_stamps"] + int(header["stamp_floor"]),
             basis=str(header["basis"]),
             build_seconds=float(header["build_seconds"]),
             dead=dead,
         )
-
-    @classmethod
-    def _checked(cls, **fields) -> Manifest:
-        """The manifest of ``fields``; ValueError when its parts do not fit together."""
-        keys, deleted_in = fields["keys"], fields["deleted_in"]
-        if deleted_in.size != fields["deleted"].size:
-            raise ValueError("deletions of unequal lengths")
-        if deleted_in.size and (deleted_in.min() < 0 or deleted_in.max() >= len(keys)):
-            raise ValueError("a deletion names no segment")
-        if fields["doc_ids"].size != fields["doc_stamps"].size:
-            raise ValueError("documents of unequal lengths")
-        return cls(**fields)
 
     def seal(self, identity: Identity) -> SignedPayload:
         return seal(identity, manifest_label(self.version), self.to_bytes())

@@ -134,7 +134,7 @@ def test_segments_of_a_larger_corpus_match_one_index_and_survive_a_round_trip():
         theirs = reference_top(live_ids, reference.get_scores(query), 30)
         assert [d for d, _ in ours] == [d for d, _ in theirs]
         assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
-    merged = SegmentedIndex([Segment.merge(segments, deleted)])
+    merged = SegmentedIndex([Segment.merge(segments, [deleted] * len(segments))])
     assert len(merged.segments[0]) == len(live)
     query = sample_queries(corpus, 1, seed=9)[0]
     np.testing.assert_allclose(
@@ -252,7 +252,7 @@ def test_a_view_composed_on_the_one_before_a_merge_scores_like_a_fresh_one_to_th
         Segment.build(range(4, 9), [["sensor"]] + [["sensor", "the"]] * 4),
     ]
     before = SegmentedIndex(segments, deleted=[2])
-    segments[0:2] = [Segment.merge(segments[0:2], np.array([2]))]
+    segments[0:2] = [Segment.merge(segments[0:2], [np.array([2])] * 2)]
     followed = SegmentedIndex(segments, deleted=[2], previous=before)
     fresh = SegmentedIndex(segments, deleted=[2])
     assert list(followed._composition.vocab) != list(fresh._composition.vocab)  # the two orders
@@ -650,7 +650,8 @@ class SegmentedIndexMachine(RuleBasedStateMachine):
         n = len(self.segments)
         start = data.draw(st.integers(0, n - 2))
         end = data.draw(st.integers(start + 2, n))
-        merged = Segment.merge(self.segments[start:end], np.array(sorted(self.deleted)))
+        deleted = np.array(sorted(self.deleted))
+        merged = Segment.merge(self.segments[start:end], [deleted] * (end - start))
         self.segments[start:end] = [merged]
 
     @invariant()
