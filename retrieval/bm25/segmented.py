@@ -41,15 +41,10 @@ class SegmentedIndex:
         layout_cache_bytes: int = LAYOUT_CACHE_BYTES,
     ) -> None:
         """``previous``: the view this one follows (the same knowledge base one version
-        before), whose composition for the segments still here is reused
-        (``retrieval.bm25.vocabulary.reusable``).
-
-        ``dead_frequencies``: as ``dead_frequencies()`` of a view of the same segments and
-        deletions reports; a segment's document frequencies are then its postings counts minus
-        those, not a pass over its postings.
-
-        Terms' layouts are kept in an LRU of ``layout_cache_bytes`` shared with ``previous``,
-        this view's terms in another of the same bound; neither is counted in ``nbytes``."""
+        before), whose composition for the segments still here is reused. ``dead_frequencies``:
+        as ``dead_frequencies()`` of a view of the same segments and deletions reports (spares
+        a pass over the postings). Terms' layouts are kept in an LRU of ``layout_cache_bytes``
+        shared with ``previous``, this view's terms in another; neither counts in ``nbytes``."""
         self.params = params = params or BM25Params()
         self.segments = tuple(segments)
         self.deleted = np.unique(np.asarray(deleted, dtype=np.int64))

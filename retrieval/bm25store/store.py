@@ -134,9 +134,8 @@ class BM25Store:
         self._missing: dict[int, tuple[int, float]] = {}
 
     def get(self, knowledge_base: KnowledgeBase, *, fresh: bool = False) -> IndexHandle:
-        """The KB's index at (at least) its current version, or an older complete one
-        (``handle.stale``). Raises KnowledgeBase.DoesNotExist when the KB is gone. ``fresh``:
-        the instance's ``index_version`` is current (read in this request)."""
+        """The KB's index at (at least) its current version, or an older one (``stale``).
+        Raises KnowledgeBase.DoesNotExist. ``fresh``: the instance's version is current."""
         return self._get(knowledge_base, fresh=fresh)
 
     def warm(self, knowledge_base: KnowledgeBase) -> IndexHandle:
