@@ -1,8 +1,4 @@
-"""BM25 keyword scoring: rank_bm25-exact scores on compact inverted indexes (no Django).
-
-``Segment`` is an immutable block of a segmented index and ``SegmentedIndex`` the exact view over
-a list of segments minus deletions.
-"""
+"""BM25 keyword scoring: rank_bm25-exact scores on segmented inverted indexes (no Django)."""
 
 from retrieval.bm25.segment import (
     MAX_SEGMENT_TOKENS,

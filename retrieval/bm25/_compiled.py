@@ -1,15 +1,12 @@
 """The BM25 query path's loops, compiled by numba (imported by ``retrieval.bm25.kernels`` only).
 
-A document's score is ``0.0`` plus each query occurrence's contribution in query order (IEEE
-addition, no fast-math, so no reassociation or fused operations): the same bits as rank_bm25's
-vectorised sum. Top k keeps the best ``len(heap_scores)`` documents by (score descending, doc id
-ascending) in a binary heap whose root is the worst kept; the order is total (ids are unique),
-so ties break exactly as a full sort would.
+A document's score is ``0.0`` plus each query occurrence's contribution in query order (no
+fast-math): the same bits as rank_bm25's sum. Top k keeps the best ``len(heap_scores)``
+documents by (score descending, doc id ascending: a total order, as a full sort's) in a binary
+heap whose root is the worst kept.
 
-A term's postings come as pieces (``retrieval.bm25.layouts.Piece``): global document positions
-(ascending) and per posting a code; holder h's postings are ``bounds[h]:bounds[h + 1]``, and a
-posting's contribution is ``table[offsets[h] + code] * idf``. A term without codes passes its
-weights as ``table``, identity codes and ``idf`` 1.0 (``w * 1.0`` is ``w``).
+A term's postings come as pieces (``retrieval.bm25.layouts.Piece``): holder h's postings are
+``bounds[h]:bounds[h + 1]``, a posting's contribution ``table[offsets[h] + code] * idf``.
 
 Eligibility, passed as arrays (empty: no restriction): ``dead[position]`` marks a deleted
 document, ``allowed`` holds the allowed doc ids sorted ascending.
@@ -42,8 +39,7 @@ def _allowed(doc_id, allowed):  # pragma: no cover - compiled
 
 @njit(inline="always", **_OPTIONS)
 def _lower_bound(values, low, high, x):  # pragma: no cover - compiled
-    """The first position in ``low:high`` of ``values`` (ascending) holding ``x`` or more,
-    ``high`` if none (inlined where it is called)."""
+    """The first position in ``low:high`` of ``values`` (ascending) holding ``x`` or more."""
     while low < high:
         middle = (low + high) >> 1
         if values[middle] < x:
@@ -62,8 +58,8 @@ def _move(heap_scores, heap_ids, heap_positions, to, source):  # pragma: no cove
 
 @njit(**_OPTIONS)
 def _push(heap_scores, heap_ids, heap_positions, n, score, doc_id, position):  # pragma: no cover
-    """Offer one document to the heap holding `n`, which it beats the root of when full
-    (then it replaces the root and sinks, else it is appended and rises); the new `n`."""
+    """Push one document (which beats the root when full) to the heap holding `n`; the new
+    `n`."""
     k = heap_scores.size
     if n < k:
         at = n
@@ -119,17 +115,15 @@ def _offer(
 def collect(
     buffer, positions, ids, dead, allowed, heap_scores, heap_ids, heap_positions, n
 ):  # pragma: no cover - compiled
-    """Read the sums at `positions` out of `buffer`, zeroing them (so a document held by
-    several terms is read once: later reads find 0), and offer each eligible non-zero one to
-    the heap (holding `n`); the new `n`."""
+    """Read the sums at `positions` out of `buffer`, zeroing them (a document is read once),
+    and offer each eligible non-zero one to the heap holding `n`; the new `n`."""
     k = heap_scores.size
     floor = heap_scores[0] if n == k else -np.inf
     for j in range(positions.size):
         position = positions[j]
         score = buffer[position]
         buffer[position] = 0.0
-        # Below the floor first: once the heap is full nearly every document is, a branch the
-        # CPU predicts; a zero (a document read at an earlier term) is not.
+        # Below the floor first: a branch the CPU predicts once the heap is full.
         if score < floor or score == 0.0:
             continue
         n = _offer(heap_scores, heap_ids, heap_positions, n, score, ids, position, dead, allowed)
@@ -156,9 +150,8 @@ def collect_recording(
     keep,
 ):  # pragma: no cover - compiled
     """``collect``, also appending to the out arrays (holding `m`) every eligible non-zero
-    (position, score) read whose score plus `reach` (what the other terms can add) reaches
-    ``keep`` times the heap's current floor (the final theta is at least that); the new (n, m).
-    A loop of its own: a "record" flag's branch in ``collect`` would slow it."""
+    (position, score) whose score plus `reach` reaches ``keep`` times the heap's current
+    floor; the new (n, m)."""
     k = heap_scores.size
     floor = heap_scores[0] if n == k else -np.inf
     lowest = floor * keep - reach
@@ -235,8 +228,7 @@ def add_found(
     buffer, candidates, positions, codes, bounds, offsets, table, idf
 ):  # pragma: no cover - compiled
     """``buffer[candidates[i]] += table[offsets[h] + codes[j]] * idf`` where
-    ``positions[j] == candidates[i]`` (posting j of holder h), both ascending: each found by
-    galloping from the last one found (about log2 of the gap per candidate)."""
+    ``positions[j] == candidates[i]`` (both ascending), each found by galloping."""
     size = positions.size
     at = 0
     holder = 0
@@ -278,8 +270,8 @@ def zero_at(buffer, positions):  # pragma: no cover - compiled
 
 @njit(**_OPTIONS)
 def largest(codes, bounds, offsets, table, idf, heap, n):  # pragma: no cover - compiled
-    """Offer a piece's contributions to a min-heap of the largest ``len(heap)`` seen (holding
-    `n`); the new `n` (``heap[0]`` is then the k-th largest once full)."""
+    """Offer a piece's contributions to a min-heap of the largest ``len(heap)`` (holding `n`);
+    the new `n`."""
     k = heap.size
     for h in range(offsets.size):
         offset = offsets[h]
@@ -316,9 +308,7 @@ def largest(codes, bounds, offsets, table, idf, heap, n):  # pragma: no cover - 
 @njit(**_OPTIONS)
 def holders_by_term(offsets, post_docs, docs, out):  # pragma: no cover - compiled
     """``out[t]`` = how many of ``docs`` (local document positions, ascending) term ``t``'s
-    postings hold. Per term, one binary search for the first posting at or after ``docs[0]``
-    (most terms have none up to ``docs[-1]``), then each document found by galloping forward
-    from the one before (a document's chunks are neighbours: short steps)."""
+    postings hold: a binary search for the first, then galloping to each next one."""
     first, last = docs[0], docs[docs.size - 1]
     for t in range(offsets.size - 1):
         high = offsets[t + 1]

@@ -1,9 +1,5 @@
-"""BM25's query loops, compiled by numba (``retrieval.bm25._compiled``), loaded once per
-process (``retrieval.compiled``: by the warm-up, or by the first search, which waits for them).
-
-``SegmentedIndex.search`` sums a query's term contributions and selects its top k in numba
-loops over the postings, as bm25s, the fastest peer, does (figures: docs/performance.md).
-"""
+"""BM25's query loops (``retrieval.bm25._compiled``), compiled once per process by the warm-up
+or by the first search, which waits for them (``retrieval.compiled``)."""
 
 from __future__ import annotations
 
@@ -42,7 +38,6 @@ def _warm(compiled: ModuleType) -> None:
             )
         compiled.reaching(positions.copy(), table.copy(), 2, 0.3)
         compiled.zero_at(buffer, positions)
-    # A view composed on the one before: the terms of documents deleted since (int32 postings).
     docs = np.array([1, 3], dtype=np.int64)
     compiled.holders_by_term(bounds, docs.astype(np.int32), docs, np.empty(1, dtype=np.int64))
 

@@ -1,16 +1,13 @@
 """A segmented BM25 view's terms as its query reads them, and their postings' layouts, shared by
 the views that follow one another.
 
-A term's postings are kept as its layout (``Layout``): a few pieces (``Piece``), each the global
-document positions of a run of the segments holding it and, per posting, its code in its
-segment's grid of (term frequency, document length) pairs (``Segment.pair_grid``). Those depend
-on the segments only, so the views that follow one another share them in an LRU; after a change
-only the new segments' postings make a new piece. A view computes ``tf * (k1 + 1) / (tf +
-norm(dl))`` once per grid cell of every segment (``Postings.view_table``), and the compiled loops
-compute a posting's contribution where they read it, ``table[offset + code] * idf``: the same
-operations on the same values as per posting, so the same bits, and a new view (a new average
-length, new idfs) weighs no posting again. A length norm ``k1 * (1 - b + b * dl / avgdl)`` is
-computed by the same expression everywhere (``_length_norm``).
+A term's layout (``Layout``) is a few pieces (``Piece``), each the global document positions of
+a run of the segments holding it and, per posting, its code in its segment's grid of (term
+frequency, document length) pairs (``Segment.pair_grid``); after a change only the new
+segments' postings make a new piece. A view computes ``tf * (k1 + 1) / (tf + norm(dl))`` once
+per grid cell (``Postings.view_table``), and the compiled loops compute a posting's
+contribution as ``table[offset + code] * idf``: the same operations on the same values as per
+posting, so the same bits, and a new view weighs no posting again.
 """
 
 from __future__ import annotations
@@ -25,16 +22,11 @@ from retrieval.bm25.segment import PairGrid, Segment
 from retrieval.bm25.vocabulary import BM25Params, Composition
 from retrieval.core.lru import ByteLRU
 
-# Terms' pieces (global positions and pair codes), shared by the views of one knowledge base
-# that follow one another (bytes): a new view reads them with its own pair table and idfs,
-# nothing recomputed per posting; a view's ``Term``s hold them too. At 6 bytes a posting, the
-# common terms of a 300k-chunk knowledge base's queries fit (~10M postings).
+# Bytes of terms' pieces kept by the views of one knowledge base (and of each view's ``Term``s).
 LAYOUT_CACHE_BYTES = 128 * 1024 * 1024
 _ENTRY_OVERHEAD = 256  # two array headers and the LRU's slot, roughly
-# A term's postings are kept in pieces (``Layout``): a new last piece at least this fraction
-# of the one before is joined to it, and a term has at most this many.
-PIECE_RATIO = 4
-MAX_PIECES = 6
+PIECE_RATIO = 4  # a new last piece at least this fraction of the one before is joined to it
+MAX_PIECES = 6  # a term's, at most
 
 
 class Holder(NamedTuple):
@@ -47,18 +39,14 @@ class Holder(NamedTuple):
 
 
 class Piece(NamedTuple):
-    """Postings of a run of a term's holders, as the compiled loops read them: a posting's
-    contribution is ``table[offsets[h] + codes[i]] * idf`` for the holder h whose run
-    ``bounds[h]:bounds[h + 1]`` holds it. Immutable, shared by the views that hold its
-    segments at the same bases and table offsets."""
+    """Postings of a run of a term's holders: a posting's contribution is ``table[offsets[h] +
+    codes[i]] * idf`` for the holder h whose run ``bounds[h]:bounds[h + 1]`` holds it."""
 
     positions: np.ndarray  # global document positions, ascending
     codes: np.ndarray  # per posting, its cell in its segment's pair grid (uint16 or int32)
     bounds: np.ndarray  # int64, holders + 1: each holder's run of postings
     offsets: np.ndarray  # int64, per holder, its segment's offset in the view's table
-    # int64, view-table cells holding the largest value the postings read (``_largest_cells``;
-    # None: the whole table)
-    cells: np.ndarray | None
+    cells: np.ndarray | None  # int64, ``_largest_cells`` in the view table (None: all of it)
     cell_bounds: np.ndarray | None  # int64, holders + 1: each holder's run of ``cells``
 
     @classmethod
@@ -84,8 +72,8 @@ class Piece(NamedTuple):
 
 
 class Layout(NamedTuple):
-    """A term's postings over a view's segments, the part of its contributions that stays the
-    same from one view to the next: immutable, shared by the views that hold its segments."""
+    """A term's postings over a view's segments: immutable, shared by the views that hold
+    them."""
 
     holders: tuple[tuple[Segment, int, int], ...]  # (segment, base, table offset), view order
     pieces: tuple[Piece, ...]
@@ -93,8 +81,8 @@ class Layout(NamedTuple):
 
 
 class Term(NamedTuple):
-    """A query term as the compiled loops read it in one view: its pieces, the table their
-    codes index and its idf (a term computed per posting: its weights, identity codes, 1.0)."""
+    """A query term in one view: its pieces, the table their codes index and its idf (a term
+    computed per posting: its weights, identity codes, 1.0)."""
 
     pieces: tuple[Piece, ...]
     table: np.ndarray
@@ -114,10 +102,9 @@ class Term(NamedTuple):
 
 
 class Postings:
-    """A view's terms as its query reads them (``Term``s, kept in an LRU of
-    ``layout_cache_bytes``), and the layouts they are made of, in an LRU of the same bound
-    shared with the view before when it keeps that one's vocabulary (layouts are keyed by
-    global term id; versioned by the generation of the view that made them)."""
+    """A view's ``Term``s, kept in an LRU, and their layouts, in an LRU shared with the view
+    before when it keeps that one's vocabulary (keyed by global term id, versioned by the
+    generation of the view that made them)."""
 
     def __init__(
         self,
@@ -133,8 +120,6 @@ class Postings:
             before.layouts if before is not None else ByteLRU(layout_cache_bytes, _layout_bytes)
         )
         self.generation = before.generation + 1 if before is not None else 0
-        # Every segment's pair table under this view's average length, concatenated in view
-        # order, and each segment's offset in it (``view_table``; made on first use).
         self._table: tuple[np.ndarray, list[int]] | None = None
 
     def terms(self, query: Sequence[str], term_ids: list[int]) -> list[Term]:
@@ -154,10 +139,8 @@ class Postings:
         return found
 
     def term(self, token: str) -> Term | None:
-        """The token's postings as the compiled loops read them: its layout's pieces with the
-        view's pair table and its idf, so that a new view (a new average length, new idfs)
-        weighs nothing again; or, when a segment holding it has no pair grid, its weights
-        computed per posting (``_computed``) as a table of their own."""
+        """The token's ``Term``: its layout's pieces with the view's table and its idf, or,
+        when a segment holding it has no pair grid, its weights computed per posting."""
         composition = self._composition
         term_id = composition.vocab.get(token)
         if term_id is None or not composition.df[term_id]:
@@ -202,9 +185,8 @@ class Postings:
         return np.concatenate(parts, dtype=position_type)
 
     def _computed(self, holders: list[Holder], idf: float) -> tuple[np.ndarray, np.ndarray]:
-        """Positions and contributions straight from the postings (of a term some segment
-        without a pair grid holds): ``tf * (k1 + 1) / (tf + norm)`` as rank_bm25 evaluates
-        it, then times idf, in place."""
+        """Positions and contributions straight from the postings, as rank_bm25 evaluates
+        them."""
         composition, params = self._composition, self._params
         docs = self._positions(holders)
         tf_parts = [s.post_tf[s.offsets[t] : s.offsets[t + 1]] for s, _, t, _ in holders]
@@ -217,13 +199,10 @@ class Postings:
         return docs, weights
 
     def _layout(self, term_id: int, holders: list[Holder]) -> Layout:
-        """The term's pieces (global positions and pair codes, ``Piece``), from the views'
-        shared cache when its holders are the same segments at the same bases and table
-        offsets; else made again from the pieces whose holders it still has in front (after
-        a change, only the new segments' postings make a new piece) and the codes of the
-        segments it still shares. A new last piece at least a ``PIECE_RATIO``-th of the one
-        before is joined to it, so a term keeps O(log n) pieces, each posting copied O(log n)
-        times as segments arrive."""
+        """The term's layout: the cached one when its holders are the same segments at the
+        same bases and table offsets; else its leading pieces still valid kept, the rest made
+        (from the codes already computed where it can). A new last piece at least a
+        ``PIECE_RATIO``-th of the one before is joined to it: O(log n) pieces a term."""
         offsets = self.view_table()[1]
         key = tuple((h.segment, h.base, offsets[h.index]) for h in holders)
         found = self.layouts.get(term_id)
@@ -286,8 +265,7 @@ class Postings:
 
     def view_table(self) -> tuple[np.ndarray, list[int]]:
         """``tf * (k1 + 1) / (tf + norm(dl))`` over every segment's pair grid (row-major),
-        under this view's average length, concatenated in view order, and each segment's
-        offset in it. Made once per view, on first use (two threads may both make it)."""
+        concatenated in view order, and each segment's offset in it; made on first use."""
         found = self._table
         if found is None:
             params, avgdl = self._params, self._composition.avgdl
@@ -308,8 +286,7 @@ class Postings:
 
 def _largest_cells(codes: np.ndarray, grid: PairGrid) -> np.ndarray:
     """Of the grid cells `codes` use, those that can hold their largest value in any view: per
-    term frequency used, the cell of the shortest document among its postings (a cell's value
-    never grows with dl: each float operation is monotonic in its operands)."""
+    term frequency used, the cell of the shortest document (a value never grows with dl)."""
     columns = grid.lengths.size
     used = np.bincount(codes, minlength=grid.tf.size * columns).reshape(-1, columns) > 0
     rows = np.flatnonzero(used.any(axis=1))
@@ -357,13 +334,12 @@ def _layout_bytes(layout: Layout) -> int:
 
 
 def _term_bytes(term: Term) -> int:
-    """A term's pieces (its layout's: counted again, since the term keeps them alive after
-    the layout cache lets them go) and a per-posting term's weights."""
+    """A term's pieces (its layout's too: the term keeps them alive) and own weights."""
     own = term.table.nbytes if term.pieces[0].cells is None else 0
     return sum(_piece_bytes(piece) for piece in term.pieces) + own + _ENTRY_OVERHEAD
 
 
 def _length_norm(lengths: np.ndarray, avgdl: float, params: BM25Params) -> np.ndarray:
-    """``k1 * (1 - b + b * dl / avgdl)`` per length, as rank_bm25 evaluates it: the same
-    expression wherever a view needs it, so every path gives the same bits."""
+    """``k1 * (1 - b + b * dl / avgdl)`` per length, as rank_bm25 evaluates it (every path
+    uses this one expression, so gives the same bits)."""
     return params.k1 * (1 - params.b + params.b * lengths / avgdl)

@@ -1,11 +1,7 @@
-"""A segmented BM25 view's query: sum a query's term contributions (``retrieval.bm25.layouts``)
-and select the top k, by the compiled loops (``retrieval.bm25.kernels``).
-
-Per query term occurrence, in query order (as rank_bm25 adds them), every contribution is added
-to its document's score in a pooled buffer, which is read back into a heap of the k best; when
-the query splits, MaxScore reads the longest postings only where they can change the top k
-(``Scorer._maxscore``). Deleted documents are dropped as they are read, so their postings cost
-time until a merge removes them.
+"""A segmented BM25 view's query, by the compiled loops: per query term occurrence, in query
+order (as rank_bm25 adds them), every contribution is added to its document's score in a pooled
+buffer, read back into a heap of the k best; MaxScore reads the longest postings only where
+they can change the top k (``Scorer._maxscore``). Deleted documents are dropped as read.
 """
 
 from __future__ import annotations
@@ -19,11 +15,8 @@ from retrieval.bm25 import kernels
 from retrieval.bm25.layouts import Term
 from retrieval.bm25.vocabulary import Composition
 
-# Try MaxScore when the other terms read at most this fraction of the dominant term's postings.
-_MAXSCORE_RATIO = 4
-# Galloping to a candidate in a term's postings costs about as much as adding and reading back
-# this many postings (a measured ratio).
-_GALLOP_COST = 12
+_MAXSCORE_RATIO = 4  # essential terms read at most this fraction of the others' postings
+_GALLOP_COST = 12  # postings summed for the cost of galloping to one candidate (measured)
 _ORDER_SLACK = 1e-12  # relative room for sums in another order (an ulp of tens of terms: 1e-14)
 # "No deletions" and "no restriction" for the compiled loops.
 _NO_DEAD = np.zeros(0, dtype=np.bool_)
@@ -43,9 +36,8 @@ class _Split(NamedTuple):
 
 
 class Scorer:
-    """A view's query path: the top k of a query's terms. Its zeroed float64 score buffers, one
-    per document, are popped by a search and appended back zeroed, so concurrent searches each
-    hold their own (list.pop and list.append are atomic)."""
+    """A view's query path. Its zeroed score buffers are popped by a search and appended back
+    zeroed, so concurrent searches each hold their own (list.pop and list.append are atomic)."""
 
     def __init__(self, composition: Composition) -> None:
         self._composition = composition
@@ -58,8 +50,7 @@ class Scorer:
         self, terms: list[Term], term_ids: list[int], top_k: int, allowed: np.ndarray | None
     ) -> list[tuple[int, float]]:
         """``SegmentedIndex.search`` of a query's known occurrences' `terms` (not empty) and
-        their `term_ids`; `top_k` > 0. One term: its contributions are the scores. Several:
-        MaxScore when the query splits (``_maxscore``), else ``_summed``."""
+        their `term_ids`; `top_k` > 0."""
         compiled = kernels.get()
         ids, k = self._all_ids, min(top_k, self._all_ids.size)
         if allowed is None:
@@ -85,8 +76,7 @@ class Scorer:
         return list(zip(found[order].tolist(), scores[order].tolist(), strict=True))
 
     def scores(self, terms: list[Term]) -> np.ndarray:
-        """Every stored document's score (deleted ones too), each occurrence added in query
-        order."""
+        """Every stored document's score (deleted ones too)."""
         buffer = np.zeros(self._all_ids.size)
         compiled = kernels.get()
         for term in terms:
@@ -96,8 +86,7 @@ class Scorer:
     def _summed(
         self, compiled: ModuleType, terms: list[Term], allowed: np.ndarray, heap: Heap
     ) -> int:
-        """Every occurrence added into a pooled buffer in query order, then read back (zeroing
-        it) into the empty `heap`; how many of the top k it holds."""
+        """Every occurrence summed, then read back into the empty `heap`; how many it holds."""
         buffer = self._borrowed()
         for term in terms:
             term.add_to(compiled, buffer)
@@ -121,13 +110,12 @@ class Scorer:
         """MaxScore: how many of the top k it left in `heap`, or None (the heap to be refilled
         from empty) when the query has no split or the split would not pay.
 
-        The essential terms' sums (``_partial_scores``) give theta, the k-th best partial score,
-        at most the k-th best final one (the other terms add nothing negative). If what the
-        others can add (``alone``) is below theta, only documents whose partial score plus it
-        reaches theta are candidates; their scores are added again over every occurrence in
-        query order (rank_bm25's bits), each other term's contribution found by galloping
-        through its sorted postings. A bound summed in another order can differ by a few units
-        in the last place: theta is lowered by ``_ORDER_SLACK`` before it excludes anything."""
+        The essential terms' sums give theta, the k-th best partial score, at most the k-th
+        best final one (the others add nothing negative). If what the others can add
+        (``alone``) is below theta, only documents whose partial score plus it reaches theta are
+        candidates, summed again over every occurrence in query order (rank_bm25's bits), the
+        other terms' contributions found by galloping. Theta is lowered by ``_ORDER_SLACK``
+        (sums in another order differ by a few ulps) before it excludes anything."""
         split = self._split(terms, term_ids)
         if split is None:
             return None
@@ -138,7 +126,6 @@ class Scorer:
         if not alone < theta:
             return None
         kept = compiled.reaching(*partial, m, theta - alone)
-        # Galloping costs about as much a candidate as summing _GALLOP_COST postings does.
         if kept * len(others) * _GALLOP_COST >= sum(distinct[i].postings() for i in others):
             return None
         candidates = np.sort(partial[0][:kept])
@@ -157,9 +144,8 @@ class Scorer:
         return n
 
     def _worth_it(self, compiled: ModuleType, split: _Split, k: int) -> bool:
-        """Whether summing the essential terms is likely to give a theta above what the others
-        can add (``alone``): whether the k-th best of their contributions is (a guess: a
-        document holding two of them counts twice; theta itself is exact)."""
+        """Whether the k-th best of the essential terms' contributions is above ``alone`` (a
+        guess at theta: a document holding two of them counts twice)."""
         best, n = np.empty(k), 0
         for index in split.essential:
             term = split.distinct[index]
@@ -175,9 +161,9 @@ class Scorer:
         allowed: np.ndarray,
         heap: Heap,
     ) -> tuple[tuple[np.ndarray, np.ndarray], int, float]:
-        """The essential terms summed in query order and read back into the empty `heap`:
-        (positions, partial scores) of the eligible documents that may still be candidates,
-        how many, and theta (0 when fewer than k documents are eligible)."""
+        """The essential terms summed and read back into the empty `heap`: (positions,
+        partial scores) of the documents that may be candidates, how many, and theta (0 when
+        fewer than k documents are eligible)."""
         distinct, essential = split.distinct, split.essential
         buffer = self._borrowed()
         for term, index in zip(terms, split.occurrences, strict=True):
@@ -206,9 +192,8 @@ class Scorer:
         return partial, m, heap[0][0] * (1 - _ORDER_SLACK) if n == k else 0.0
 
     def _split(self, terms: list[Term], term_ids: list[int]) -> _Split | None:
-        """MaxScore's split of a query's distinct terms (a repeated token's ``Term`` is the
-        same object), or None: fewer than two distinct terms, no term short enough, or a
-        non-essential term with a negative idf. The shortest terms are *essential*, as many as
+        """MaxScore's split of a query's distinct terms, or None (no term short enough, or a
+        non-essential term with a negative idf). The shortest terms are *essential*, as many as
         the others still outnumber ``_MAXSCORE_RATIO`` times in postings."""
         slot: dict[int, int] = {}  # id() of a term -> its distinct index
         distinct: list[Term] = []
@@ -243,9 +228,8 @@ class Scorer:
         return _Split(distinct, occurrences, essential, others, alone)
 
     def _most(self, term: Term, term_id: int) -> float:
-        """The term's largest contribution in this view (kept: 8 bytes per term asked): the
-        largest value of the table cells its postings use, times idf (idf >= 0 here, and
-        rounding is monotonic, so that is the largest product)."""
+        """The term's largest contribution in this view (idf >= 0 here: the largest cell's
+        value times idf)."""
         most = self._max_weight.get(term_id)
         if most is None:
             most = max(term.most_cell(piece) for piece in term.pieces) * term.idf
@@ -253,5 +237,5 @@ class Scorer:
         return most
 
     def _borrowed(self) -> np.ndarray:
-        """A zeroed float64 score buffer, one per document, from the view's pool (or new)."""
+        """A zeroed score buffer, one per stored document, from the view's pool (or new)."""
         return self._buffers.pop() if self._buffers else np.zeros(self._all_ids.size)

@@ -1,20 +1,13 @@
 """An immutable block of a segmented BM25 index: some documents' postings, no global statistics.
 
-A segment holds what depends on its own documents only: their ids (ascending), token counts,
-its vocabulary (``terms``) and CSR postings sorted by term then document: ``offsets`` (int64,
-one past each term's end), ``post_docs`` (int32 document positions) and ``post_tf`` (uint8,
-widened only when a term repeats more often in one document). What depends on the whole
-knowledge base (N, average length, idf) is composed by ``SegmentedIndex`` over a list of
-segments minus deletions, so adding a document adds a small segment and rewrites none.
+A segment holds its documents' ids (ascending) and token counts, its vocabulary (``terms``) and
+CSR postings sorted by term then document: ``offsets`` (int64, one past each term's end),
+``post_docs`` (int32 document positions) and ``post_tf`` (the narrowest unsigned type). N,
+average length and idf are composed by ``SegmentedIndex`` over segments minus deletions.
 
-``merge`` folds segments into one, dropping deleted documents; the result scores exactly as the
-inputs did (the composed statistics count live documents only, wherever they sit).
-
-Serialised form: an 8-byte magic, a format version, then a pickle (protocol 5) of plain numpy
-arrays and the term list. ``post_docs`` is stored as four byte planes (all low bytes, then all
-second bytes, ...): within a term the positions ascend, so the high planes are long runs that
-zlib squeezes to almost nothing and inflates at memcpy speed (docs/performance.md).
-``from_bytes`` unpickles: only pass bytes whose HMAC the caller verified.
+Serialised form: an 8-byte magic, a format version, then a pickle (protocol 5) of numpy arrays
+and the term list, ``post_docs`` as four byte planes (low bytes first: the high planes are long
+runs zlib squeezes to almost nothing). ``from_bytes`` unpickles: only pass verified bytes.
 """
 
 from __future__ import annotations
@@ -30,11 +23,9 @@ from typing import NamedTuple
 import numpy as np
 
 SEGMENT_FORMAT_VERSION = 1
-# A full-size segment's tokens (so postings), at most: its payload stays far below Redis's 512 MB
-# value limit and bytea's 1 GB, and loading or building one stays a bounded piece of work.
+# A full-size segment's tokens, at most: its payload stays far below Redis's and bytea's limits.
 MAX_SEGMENT_TOKENS = 16_000_000
-# The most cells a segment's pair grid may have (8 bytes each in every view that uses it).
-MAX_PAIR_CELLS = 1 << 18
+MAX_PAIR_CELLS = 1 << 18  # a segment's pair grid's, at most (8 bytes each in every view)
 _MAGIC = b"BM25SEG\x00"
 _HEADER = struct.Struct("<8sH")
 _TF_DTYPES = (np.uint8, np.uint16, np.uint32)
@@ -80,8 +71,7 @@ class Segment:
         groups: Sequence[int] | None = None,
     ) -> Segment:
         """A segment of `corpus` (token lists), document i being `doc_ids[i]` (owned by
-        `groups[i]`, when given). Documents are stored in ascending id order whatever order
-        they come in."""
+        `groups[i]`, when given)."""
         docs = corpus if isinstance(corpus, list) else list(corpus)
         term_ids, lengths, vocab = to_term_ids(docs)
         return cls.from_term_ids(doc_ids, term_ids, lengths, list(vocab), groups)
@@ -95,10 +85,9 @@ class Segment:
         terms: list[str],
         groups: Sequence[int] | np.ndarray | None = None,
     ) -> Segment:
-        """A segment of documents given as term ids (see `invert_ids`; ``terms[i]`` is term i,
-        and every id occurs): document i is `doc_ids[i]`, `lengths[i]` tokens long (owned by
-        `groups[i]`, when given). Documents are stored in ascending id order whatever order
-        they come in. Numpy only, so a builder thread runs it beside a fetch."""
+        """A segment of documents given as term ids (``invert_ids``; ``terms[i]`` is term i):
+        document i is `doc_ids[i]`, `lengths[i]` tokens long (owned by `groups[i]`, when
+        given), stored in ascending id order. Numpy only: a thread runs it beside a fetch."""
         ids = np.asarray(doc_ids, dtype=np.int64)
         lengths = np.asarray(lengths, dtype=np.int64)
         if lengths.shape != ids.shape:
@@ -132,26 +121,18 @@ class Segment:
 
     @classmethod
     def merge(
-        cls,
-        segments: Sequence[Segment],
-        deleted: np.ndarray | None = None,
-        deleted_per_segment: Sequence[np.ndarray] | None = None,
+        cls, segments: Sequence[Segment], deleted_per_segment: Sequence[np.ndarray]
     ) -> Segment:
-        """One segment holding the live documents of `segments` (ids in `deleted`, and in a
-        segment's own `deleted_per_segment` entry, dropped). Works on postings: no token list
-        is rebuilt. Raises ValueError on a doc id that two segments hold alive."""
-        deleted = np.empty(0, np.int64) if deleted is None else np.asarray(deleted, np.int64)
-        if deleted_per_segment is not None and len(deleted_per_segment) != len(segments):
+        """One segment holding the live documents of `segments` (less each one's
+        `deleted_per_segment` entry), scoring as they did. ValueError on an id two hold alive."""
+        if len(deleted_per_segment) != len(segments):
             raise ValueError("deleted_per_segment needs one array per segment")
         vocab: dict[str, int] = {}
         grouped = bool(segments) and all(s.groups is not None for s in segments)
         group_parts = []
         ids_parts, length_parts, term_parts, doc_parts, tf_parts = [], [], [], [], []
-        for position, segment in enumerate(segments):
-            dropped = deleted
-            if deleted_per_segment is not None:
-                dropped = np.union1d(deleted, deleted_per_segment[position])
-            live = ~np.isin(segment.doc_ids, dropped)
+        for segment, deleted in zip(segments, deleted_per_segment, strict=True):
+            live = ~np.isin(segment.doc_ids, deleted)
             ids_parts.append(segment.doc_ids[live])
             length_parts.append(segment.lengths[live])
             if grouped:
@@ -206,9 +187,7 @@ class Segment:
         return bool(self.doc_ids.size < 2 or (np.diff(self.doc_ids) > 0).all())
 
     def holds(self, ids: np.ndarray) -> np.ndarray:
-        """Per document of this segment, whether its id is in ``ids`` (sorted, unique): a
-        binary search of each of ``ids`` when the segment's ids ascend (as a build's and a
-        merge's do), where ``np.isin`` would sort every document of the segment."""
+        """Per document of this segment, whether its id is in ``ids`` (sorted, unique)."""
         if not self._ids_ascending:
             return np.isin(self.doc_ids, ids)
         found = np.zeros(self.doc_ids.size, dtype=bool)
@@ -224,21 +203,12 @@ class Segment:
         df = np.diff(self.offsets)
         if live is None:
             return df
-        # Subtract the deleted documents' postings (few) instead of counting the live ones
-        # (all): one gather over the postings, then work on the dead ones only.
+        # The deleted documents' postings (few) subtracted, not the live ones (all) counted.
         dead_postings = np.flatnonzero((~live)[self.post_docs])
         if not dead_postings.size:
             return df
         terms = np.searchsorted(self.offsets, dead_postings, side="right") - 1
         return df - np.bincount(terms, minlength=len(self.terms))
-
-    def postings_of(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """(local document positions, term frequencies) of a term, or None if absent."""
-        term_id = self.vocab.get(term)
-        if term_id is None:
-            return None
-        start, end = self.offsets[term_id], self.offsets[term_id + 1]
-        return self.post_docs[start:end], self.post_tf[start:end]
 
     @cached_property
     def length_ranks(self) -> tuple[np.ndarray, np.ndarray]:
@@ -249,10 +219,9 @@ class Segment:
 
     @cached_property
     def pair_grid(self) -> PairGrid | None:
-        """Every (term frequency, document length) pair a posting of this segment can have, as
-        a grid: term frequencies 1 .. the largest, by the distinct lengths (a posting's
-        contribution depends on its document only through the pair). None when the grid would
-        pass ``MAX_PAIR_CELLS``: the segment's contributions are then computed per posting."""
+        """Every (term frequency, document length) pair a posting can have, as a grid: term
+        frequencies 1 .. the largest, by the distinct lengths. None when it would pass
+        ``MAX_PAIR_CELLS`` (contributions are then computed per posting)."""
         lengths, _ = self.length_ranks
         largest = int(self.post_tf.max()) if self.post_tf.size else 0
         if not largest or largest * lengths.size > MAX_PAIR_CELLS:
@@ -327,8 +296,7 @@ def plan_segments(lengths: Sequence[int], max_tokens: int = MAX_SEGMENT_TOKENS) 
 
 
 class TermIds(dict):
-    """term -> id, ids given in first-seen order: looking up a term not seen yet gives it the
-    next id (one C-level lookup per token; Python runs once per distinct term)."""
+    """term -> id, ids in first-seen order: looking up a new term gives it the next id."""
 
     def __missing__(self, term):
         term_id = self[term] = len(self)
@@ -352,15 +320,13 @@ def invert_ids(
     term_ids: np.ndarray, lengths: np.ndarray, positions: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Postings of documents given as term ids: ``term_ids`` holds every document's tokens back
-    to back (document i has ``lengths[i]`` of them) as ids 0..V-1, each id occurring at least
-    once; document i is stored at position ``positions[i]`` (default i). Returns the lengths
-    by position, then offsets, post_docs and post_tf (see the module docstring), terms by id.
-    Numpy only (the sort releases the GIL); ``term_ids`` is overwritten when it is int64."""
+    to back (document i has ``lengths[i]``) as ids 0..V-1, each occurring; document i is stored
+    at position ``positions[i]`` (default i). Returns the lengths by position, offsets,
+    post_docs and post_tf, terms by id. ``term_ids`` is overwritten when it is int64."""
     lengths = np.asarray(lengths, dtype=np.int64)
     n = lengths.size
     total = term_ids.size
-    # One sortable key per token, term-major (< V * n <= tokens * docs, far from int64's
-    # limit): sorting groups postings by term then document, and runs of equal keys are the tfs.
+    # One key per token, term-major: sorted, runs of equal keys are the postings' tfs.
     keys = term_ids.astype(np.int64, copy=False)
     keys *= n
     if positions is None:

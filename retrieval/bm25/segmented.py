@@ -2,19 +2,16 @@
 documents.
 
 The reference is ``rank_bm25.BM25Okapi(live corpus).get_scores(query)`` (0.2.2): a document's
-score sums, over the query's tokens (a repeated one once per occurrence, an unknown one adding
-0), ``idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))``, with ``idf(t) =
-log(N - n_t + 0.5) - log(n_t + 0.5)``; a negative idf (a term in more than half the documents)
-is replaced by ``epsilon`` times the mean raw idf of the vocabulary, itself negative when most
-terms are common (not clamped).
+score sums, over the query's tokens (a repeated one once per occurrence), ``idf(t) * tf * (k1 +
+1) / (tf + k1 * (1 - b + b * dl / avgdl))``, with ``idf(t) = log(N - n_t + 0.5) - log(n_t +
+0.5)``; a negative idf is replaced by ``epsilon`` times the mean raw idf of the vocabulary
+(itself negative when most terms are common: not clamped).
 
 "Live" documents are those of every segment whose id is not in ``deleted`` (or, given
-``deleted_per_segment``, not in that segment's own deletions: a document id may then be deleted
-from an older segment and live in a newer one, as when a chunk edited in place is re-added with
-its id). The view ties together ``retrieval.bm25.vocabulary`` (what it composes once when it
-is made: N, avgdl, the vocabulary, document frequencies and idfs), ``retrieval.bm25.layouts``
-(its terms as the query reads them) and ``retrieval.bm25.query`` (the top k of a query, by the
-compiled loops).
+``deleted_per_segment``, not in that segment's own deletions: an id may be deleted from an
+older segment and live in a newer one). The view composes its statistics once
+(``retrieval.bm25.vocabulary``) and reads its terms (``retrieval.bm25.layouts``) with the
+compiled loops (``retrieval.bm25.query``).
 """
 
 from __future__ import annotations
@@ -44,21 +41,10 @@ class SegmentedIndex:
         layout_cache_bytes: int = LAYOUT_CACHE_BYTES,
     ) -> None:
         """``previous``: the view this one follows (the same knowledge base one version
-        before). What it composed for the segments still here (vocabulary, per-segment term ids
-        and document frequencies: most of the cost of composing a view) is reused; terms only
-        segments since folded away held stay in the vocabulary with no live document, until
-        they are a quarter of it (``retrieval.bm25.vocabulary.reusable``).
-
-        ``dead_frequencies``: per segment, (local term ids, how many of its deleted documents
-        hold each), as ``dead_frequencies()`` of a view of the same segments and deletions
-        reports (the manifest carries them): a segment's document frequencies are then its
-        postings counts minus those, not a pass over its postings. Without it, a view on
-        ``previous`` counts the documents deleted since in their terms' postings
-        (``retrieval.bm25.vocabulary.live_counts``).
-
-        Terms' layouts (``retrieval.bm25.layouts``) are kept in an LRU of
-        ``layout_cache_bytes`` shared with ``previous``, this view's terms in another of the
-        same bound; neither is counted in ``nbytes``."""
+        before), whose composition for the segments still here is reused. ``dead_frequencies``:
+        as ``dead_frequencies()`` of a view of the same segments and deletions reports (spares
+        a pass over the postings). Terms' layouts are kept in an LRU of ``layout_cache_bytes``
+        shared with ``previous``, this view's terms in another; neither counts in ``nbytes``."""
         self.params = params = params or BM25Params()
         self.segments = tuple(segments)
         self.deleted = np.unique(np.asarray(deleted, dtype=np.int64))
@@ -79,8 +65,7 @@ class SegmentedIndex:
         self._scorer = Scorer(composition)
 
     def dead_frequencies(self) -> list[Dead]:
-        """Per segment, (local term ids, how many of its deleted documents hold each): what a
-        later view of the same segments and deletions takes as ``dead_frequencies``."""
+        """Per segment, (local term ids, how many of its deleted documents hold each)."""
         return dead_frequencies_of(self._composition)
 
     def __len__(self) -> int:
@@ -109,8 +94,7 @@ class SegmentedIndex:
         return 0 if term_id is None else int(self._composition.df[term_id])
 
     def idf(self, term: str) -> float | None:
-        """The idf used in scoring (epsilon floor applied), or None for a term no live
-        document holds."""
+        """The idf used in scoring, or None for a term no live document holds."""
         term_id = self._composition.vocab.get(term)
         if term_id is None or self._composition.df[term_id] == 0:
             return None
@@ -127,8 +111,7 @@ class SegmentedIndex:
         if c.dead is not None:
             arrays.append(c.dead)
         vocab = c.vocab.nbytes
-        # One pooled score buffer (8 bytes per stored document), which the first search of
-        # several terms allocates; each further concurrent search holds one more.
+        # One pooled score buffer (each further concurrent search holds one more).
         buffer = 8 * c.ids.size
         return sum(a.nbytes for a in arrays) + vocab + buffer
 
@@ -147,12 +130,9 @@ class SegmentedIndex:
     ) -> list[tuple[int, float]]:
         """Up to `top_k` (doc_id, score) with a non-zero score, best first, ties by doc_id.
 
-        A document scoring 0 matched nothing, so it is not a candidate. A document can score
-        below 0 while matching (rank_bm25's epsilon floor is negative when the average idf is,
-        as in a knowledge base of one or two documents); it stays a candidate, ranked after
-        every positive one, so small knowledge bases still answer keyword searches.
-        `allowed` (doc ids) restricts the candidates, for filtered searches; scores are
-        unchanged (idf stays that of the whole view)."""
+        A document scoring below 0 while matching (a negative epsilon floor, as in a knowledge
+        base of one or two documents) stays a candidate, ranked after every positive one.
+        `allowed` (doc ids) restricts the candidates; scores are those of the whole view."""
         if top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {top_k}")
         if top_k == 0:

@@ -1,17 +1,10 @@
-"""What a segmented BM25 view composes over its segments minus deletions, once when it is made
-(not per query): exact as rank_bm25's BM25Okapi over the live documents.
+"""What a segmented BM25 view composes over its segments minus deletions, once when it is made:
+N and avgdl of the live documents, every term's live document frequency, and the idfs with
+rank_bm25's epsilon floor, per document frequency.
 
-- N = live documents and avgdl = their tokens / N (a document's length norm is computed where a
-  posting needs it: ``retrieval.bm25.layouts``);
-- every term's document frequency = the sum over segments of its live postings, so a deleted
-  document stops counting exactly;
-- the idf of every term with a live posting and the epsilon floor, ``epsilon * mean raw idf``
-  over that live vocabulary, kept per document frequency and read for a query's terms.
-
-The vocabulary is one mapping (term -> global term id, ``Vocabulary``); each segment keeps an
-array mapping its local term ids to global ones. A view composed on the one before
-(``compose``'s ``previous``) reuses what that one composed for the segments still here
-(``reusable``): most of the cost of composing a view. Integer counts throughout: the same sums
+The vocabulary maps terms to global ids (``Vocabulary``); each segment keeps an array mapping
+its local term ids to global ones. A view composed on the one before reuses what that one
+composed for the segments still here (``reusable``). Integer counts throughout: the same sums
 whichever way they are reached.
 """
 
@@ -40,8 +33,7 @@ class BM25Params:
     epsilon: float = 0.25
 
     def __post_init__(self) -> None:
-        # Outside these ranges the length normaliser can reach 0 or go negative and a score
-        # divides by zero.
+        # Outside these ranges the length normaliser can reach 0 and a score divide by zero.
         if not self.k1 >= 0 or not 0 <= self.b <= 1:
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got {self}")
 
@@ -64,9 +56,7 @@ class Composition(NamedTuple):
     local_to_global: list[np.ndarray]  # per segment, its local term ids' global ones
     df_parts: list[np.ndarray]  # per segment, its live documents holding each local term
     df: np.ndarray  # per global term id, live documents holding it
-    # idf per document frequency (``floored_idf_by_df``), not per term: a query reads a few,
-    # and an array over the vocabulary would be computed in every view composed.
-    idf_by_df: np.ndarray
+    idf_by_df: np.ndarray  # per document frequency (``floored_idf_by_df``), not per term
     stale_terms: int  # vocabulary entries no live document holds (``reusable``)
     follows: bool  # composed on the view before, whose vocabulary and term ids it keeps
 
@@ -83,9 +73,8 @@ def compose(
     epsilon: float,
     previous: Composition | None,
 ) -> Composition:
-    """The composition of ``segments`` minus ``deleted`` (and, given ``deleted_per_segment``,
-    each segment's own deletions), on ``previous`` when it shares segments (``reusable``).
-    ``dead_frequencies``: see ``SegmentedIndex``."""
+    """The composition of ``segments`` minus their deletions, on ``previous`` when it shares
+    segments (``reusable``). ``dead_frequencies``: see ``SegmentedIndex``."""
     if deleted_per_segment is not None and len(deleted_per_segment) != len(segments):
         raise ValueError("deleted_per_segment needs one array per segment")
     segment_deleted = _segment_deletions(segments, deleted, deleted_per_segment)
@@ -99,8 +88,6 @@ def compose(
     lives, dfs = _live_counts_of(segments, segment_deleted, reused, dead_frequencies)
     dead = _dead_mask(segments, lives)
     lengths, n, avgdl = _live_lengths(segments, dead)
-    # The previous view's vocabulary grown by this one's new terms (``Vocabulary``: the
-    # previous view may be serving searches in other threads, so nothing it reads changes).
     vocab = previous.vocab.successor() if reused and previous is not None else Vocabulary()
     local_to_global = _global_ids(vocab, segments, reused)
     df = _document_frequencies(len(vocab), local_to_global, dfs, previous, reused)
@@ -153,8 +140,7 @@ def _live_counts_of(
     reused: dict[int, Reused],
     dead_frequencies: Sequence[Dead | None] | None,
 ) -> tuple[list[np.ndarray | None], list[np.ndarray]]:
-    """Per segment, its live mask and live documents per local term: reused when the segment's
-    deletions are the previous view's, else counted (``live_counts``)."""
+    """Per segment, its live mask and live documents per local term (``live_counts``)."""
     lives, dfs = [], []
     for i, segment in enumerate(segments):
         kept = reused.get(i)
@@ -184,9 +170,8 @@ def _dead_mask(segments: tuple[Segment, ...], lives: list[np.ndarray | None]) ->
 def _live_lengths(
     segments: tuple[Segment, ...], dead: np.ndarray | None
 ) -> tuple[np.ndarray, int, float]:
-    """Every stored document's length, and the live documents' count and average length,
-    without copying the live lengths out (integer sums: exact in any order). No tokens means
-    no postings, so the average (then 1.0) is never read."""
+    """Every stored document's length, and the live documents' count and average length (1.0,
+    never read, without tokens)."""
     lengths = np.concatenate([s.lengths for s in segments]) if segments else np.empty(0, np.int64)
     total = int(lengths.sum())
     n = int(lengths.size)
@@ -199,8 +184,7 @@ def _live_lengths(
 def _global_ids(
     vocab: Vocabulary, segments: tuple[Segment, ...], reused: dict[int, Reused]
 ) -> list[np.ndarray]:
-    """Per segment, the global ids of its local terms: the previous view's for a segment it
-    composed, else looked up in (and added to) ``vocab``."""
+    """Per segment, the global ids of its local terms (added to ``vocab`` when new)."""
     local_to_global: list[np.ndarray] = []
     for i, segment in enumerate(segments):
         ids = reused[i].local_to_global if i in reused else None
@@ -225,11 +209,9 @@ def reusable(
     segments: tuple[Segment, ...],
     segment_deleted: list[np.ndarray],
 ) -> dict[int, Reused]:
-    """Per position of ``segments``, what ``previous`` composed for the same segment object:
-    its local-to-global term ids and (live mask, document frequencies), ``same`` when the
-    segment's deletions are the same (else a base to count from, ``live_counts``). Empty (the
-    view composed afresh) when no segment is shared, or when a quarter of ``previous``'s
-    vocabulary is terms without a live document already."""
+    """Per position of ``segments``, what ``previous`` composed for the same segment object.
+    Empty (the view composed afresh) when no segment is shared, or when more than
+    ``MAX_STALE_FRACTION`` of ``previous``'s vocabulary has no live document."""
     if previous is None or not previous.segments:
         return {}
     if previous.stale_terms > MAX_STALE_FRACTION * len(previous.vocab):
@@ -257,10 +239,9 @@ class Reused(NamedTuple):
 
 class Vocabulary:
     """Term -> global term id, grown along the views that follow one another (``successor``):
-    a dict no view changes once it is made (``base``), shared by them, plus the terms added
-    since, copied by each view and folded into a new base once they pass an eighth of it (not
-    the whole dict copied per view). Ids are given in order of first sight, so iterating yields
-    the terms by id."""
+    a dict no view changes once made (``base``), shared by them, plus the terms added since,
+    copied by each view and folded into a new base once they pass an eighth of it. Ids are
+    given in order of first sight."""
 
     __slots__ = ("_added", "_base")
     FOLD_FRACTION = 8
@@ -270,8 +251,7 @@ class Vocabulary:
         self._added: dict[str, int] = {} if added is None else added
 
     def successor(self) -> Vocabulary:
-        """A vocabulary with the same ids, which the next view grows. (A vocabulary's dicts
-        change only while its own view is made: the terms it added can be a base.)"""
+        """A vocabulary with the same ids, which the next view grows."""
         if not self._base:
             return Vocabulary(self._added)
         if len(self._added) > len(self._base) // self.FOLD_FRACTION:
@@ -305,10 +285,6 @@ class Vocabulary:
     def __len__(self) -> int:
         return len(self._base) + len(self._added)
 
-    def __iter__(self) -> Iterator[str]:
-        yield from self._base
-        yield from self._added
-
     def items(self) -> Iterator[tuple[str, int]]:
         yield from self._base.items()
         yield from self._added.items()
@@ -326,8 +302,8 @@ def _document_frequencies(
     previous: Composition | None,
     reused: dict[int, Reused],
 ) -> np.ndarray:
-    """Per global term id, how many live documents hold it: the sum of the segments' parts,
-    or, on ``previous``, its sums minus the parts that changed or went plus the new ones."""
+    """Per global term id, how many live documents hold it (on ``previous``: its sums minus
+    the parts that changed or went plus the new ones)."""
     df = np.zeros(size, dtype=np.int64)
     if not reused or previous is None:
         for ids, part in zip(local_to_global, parts, strict=True):
@@ -353,12 +329,9 @@ def live_counts(
     dead: Dead | None,
     before: tuple[np.ndarray | None, np.ndarray] | None,
 ) -> np.ndarray:
-    """``live_frequencies``, or, without a record of the dead (``dead``: the writer of a
-    change), from ``before`` (a previous view's live mask and frequencies of the same segment)
-    when that view's deletions are all still deleted and the documents deleted since are few:
-    its frequencies minus the terms those documents hold, found in each term's postings by the
-    compiled loops (``holders_by_term``) instead of a pass over every posting. Integer counts:
-    the same whichever way."""
+    """``live_frequencies``, or, without ``dead``, ``before``'s (a previous view's live mask
+    and frequencies of the same segment) minus the terms of the few documents deleted since
+    (``holders_by_term``) when that is cheaper than a pass over every posting."""
     if dead is None and before is not None and live is not None:
         counted = _minus_deleted_since(segment, live, *before)
         if counted is not None:
@@ -377,8 +350,7 @@ def _minus_deleted_since(
     if segment.post_docs.dtype != np.int32:
         return None
     terms, postings = len(segment.terms), segment.post_docs.size
-    # The searches cost ~terms x (log2(postings per term) + documents) steps at worst
-    # (``holders_by_term``); the pass, one per posting.
+    # ``holders_by_term``'s steps at worst, against the pass's one per posting.
     steps = terms * (float(np.log2(max(2.0, postings / max(terms, 1)))) + since.size)
     if steps > postings:
         return None
@@ -397,8 +369,7 @@ def live_frequencies(segment: Segment, live: np.ndarray | None, dead: Dead | Non
         return df
     if dead is not None:
         terms, counts = dead
-        # A record that cannot be this segment's (ids out of range, more deleted documents
-        # holding a term than are deleted, a negative count) is ignored: count instead.
+        # A record that cannot be this segment's is ignored: count instead.
         deleted = int(live.size - np.count_nonzero(live))
         if terms.size == 0 or (
             terms.min() >= 0
@@ -414,14 +385,10 @@ def live_frequencies(segment: Segment, live: np.ndarray | None, dead: Dead | Non
 
 
 def floored_idf_by_df(df: np.ndarray, n: int, epsilon: float) -> np.ndarray:
-    """rank_bm25's idf over the terms with a live posting (df > 0), per document frequency:
-    entry d is the idf of a term d live documents hold (raw idf, a negative one replaced by
-    epsilon * the mean raw idf of those terms); entry 0 is never read.
-
-    The mean is summed per distinct document frequency, in ascending order, not term by term:
-    the same to the last bit whatever order the vocabulary is in, so views of the same
-    documents composed along different paths (afresh, on a previous view, after a merge) score
-    identically."""
+    """rank_bm25's idf per document frequency: entry d is the idf of a term d live documents
+    hold (a negative one replaced by epsilon * the mean raw idf of the terms with df > 0);
+    entry 0 is never read. The mean is summed per distinct df in ascending order: the same bits
+    whatever order the vocabulary is in, so views composed along different paths agree."""
     terms_with = np.bincount(df) if df.size else np.zeros(1, np.int64)
     terms_with[0] = 0  # terms without a live posting: not in the mean, never read
     distinct = np.flatnonzero(terms_with > 0)  # on booleans: numpy's fastest nonzero

@@ -8,8 +8,7 @@ import threading
 
 logger = logging.getLogger(__name__)
 
-# rank_bm25 is the reference our scores are checked against; jieba analyses Chinese queries.
-_REQUIRED = ("rank_bm25", "jieba")
+_REQUIRED = ("rank_bm25", "jieba")  # the scores' reference; the Chinese analyser
 # The line operators grep for, exactly as the system this one replaces logged it.
 UNAVAILABLE_MESSAGE = "⚠️ BM25 dependencies unavailable, using vector-only search mode"
 _available: bool | None = None
@@ -17,8 +16,7 @@ _lock = threading.Lock()
 
 
 def bm25_available() -> bool:
-    """True when BM25's dependencies import. Checked once per process; when they do not, logs
-    once that search runs vector-only (the search service says so in every trace)."""
+    """True when BM25's dependencies import (checked once per process, logged once if not)."""
     global _available
     if _available is None:
         with _lock:

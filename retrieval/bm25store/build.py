@@ -1,19 +1,15 @@
 """Building a knowledge base's segments from the tokens stored at ingestion (never re-analysed).
 
-Only searchable chunks are indexed (``knowledge.selectors.SEARCHABLE_CHUNK``). A build reads the
-KB's ``index_version`` first and in the same REPEATABLE READ snapshot as the documents and
-chunks, so a manifest's version is exactly the data it holds (inside a caller's transaction a
-label older than the content is safe: readers of the newer version do not take it as theirs).
+A build reads the KB's ``index_version`` in the same REPEATABLE READ snapshot as the searchable
+documents and chunks, so a manifest's version is exactly the data it holds.
 
 - **full**: every searchable chunk, in segments of at most ``MAX_SEGMENT_TOKENS`` tokens.
-- **delta**: from a stored manifest. The searchable documents' stamps (one small table, the
-  chunk table untouched) are compared with the manifest's: the chunks of documents gone or
-  changed join the deletions (found by the segments' ``groups``), and the chunks of documents
-  new or changed are fetched into one small segment. Another analysis basis (analyser
-  version, user words), or more than ``DELTA_MAX_FRACTION`` of the chunks, builds in full.
+- **delta**: the searchable documents' stamps compared with a stored manifest's: the chunks of
+  documents gone or changed join the deletions (by the segments' ``groups``), those of
+  documents new or changed make one new segment. Another analysis basis, or more than
+  ``DELTA_MAX_FRACTION`` of the chunks, builds in full.
 
-Builds read the database the search reads (``retrieval.replica.search_reads``: a replica only
-inside a search that checked it holds the version asked for, else the primary); the store
+Builds read the database the search reads (``retrieval.replica.search_reads``); the store
 writes what they make to the primary.
 """
 
@@ -43,11 +39,9 @@ from retrieval.core.stamps import (
 )
 from retrieval.replica import search_reads
 
-# A delta deleting or adding more than this fraction of the live chunks is built in full.
-DELTA_MAX_FRACTION = 0.3
+DELTA_MAX_FRACTION = 0.3  # of the live chunks a delta deletes or adds: more builds in full
 # The searchable documents' ids, processed_at and analyser versions packed in one value
-# (big-endian int8, int8, int4) that numpy unpacks at once: no Python object per document at
-# every change. An index-only scan of ``document_searchable_stamps``; sorted here.
+# (big-endian int8, int8, int4) that numpy unpacks at once; sorted here.
 _SELECT_DOCUMENTS = (
     "SELECT string_agg(int8send(id) || "  # noqa: S608
     f"{PROCESSED_AT_BYTES} || int4send(analyzer_version::int4), '') "
@@ -72,8 +66,8 @@ def new_key() -> str:
 
 
 def build_full(knowledge_base: KnowledgeBase) -> Built:
-    """Every searchable chunk, in segments; labelled with the version it reflects. Raises
-    KnowledgeBase.DoesNotExist if the KB is gone."""
+    """Every searchable chunk, in segments. Raises KnowledgeBase.DoesNotExist if the KB is
+    gone."""
     started = time.perf_counter()
     alias = search_reads()
     with snapshot(using=alias):
@@ -98,9 +92,8 @@ def build_full(knowledge_base: KnowledgeBase) -> Built:
 def build_delta(
     knowledge_base: KnowledgeBase, base: Manifest, segments: Mapping[str, Segment]
 ) -> Built | None:
-    """The manifest of the KB's current version made from ``base`` (whose segments are
-    ``segments``, by key) plus at most one new segment; None when a full build is due (another
-    analysis basis, or too large a change). Raises KnowledgeBase.DoesNotExist if the KB is
+    """The KB's current version as ``base`` (its ``segments`` by key) plus at most one new
+    segment; None when a full build is due. Raises KnowledgeBase.DoesNotExist if the KB is
     gone."""
     started = time.perf_counter()
     alias = search_reads()
@@ -157,9 +150,8 @@ def _unchanged(base: Manifest, doc_ids: np.ndarray, stamps: np.ndarray) -> np.nd
 
 
 def current_version(knowledge_base: KnowledgeBase) -> int:
-    """The KB's index_version as committed now (one primary-key lookup), on the database a
-    build would read (``retrieval.replica.search_reads``: a search's route, else the
-    primary), so the version asked for and the version built agree."""
+    """The KB's index_version as committed now, on the database a build would read (so the
+    version asked for and the version built agree)."""
     version = (
         KnowledgeBase.objects.using(search_reads())
         .filter(pk=knowledge_base.pk, tenant_id=knowledge_base.tenant_id)
@@ -186,8 +178,7 @@ def _version_and_basis(knowledge_base: KnowledgeBase, using: str | None = None) 
 def documents_state(
     knowledge_base: KnowledgeBase, using: str | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The searchable documents (ids ascending) and their stamps (inside the caller's
-    snapshot, if any), from database ``using`` (default: the primary)."""
+    """The searchable documents (ids ascending) and their stamps, from database ``using``."""
     with connections[using or DEFAULT_DB_ALIAS].cursor() as cursor:
         cursor.execute(_SELECT_DOCUMENTS, [knowledge_base.tenant_id, knowledge_base.pk])
         packed = cursor.fetchone()[0]

@@ -1,15 +1,13 @@
 """Reading a knowledge base's stored tokens into segments for a build (never re-analysed).
 
-At a million chunks PostgreSQL produces 100M tokens, so nothing here is per-token Python
-beyond one dict lookup: each chunk's tokens arrive as one UTF-8 ``bytea`` (joined with a
-separator the analyser never emits), split as bytes and mapped straight to the segment's term
-ids; a row whose split does not give ``cardinality(tokens)`` tokens is read again as an array.
-A reader thread fetches the next rows from a server-side cursor and a builder thread inverts
-each segment once cut, while the calling thread maps tokens, so the three overlap.
+Each chunk's tokens arrive as one UTF-8 ``bytea`` (joined with a separator the analyser never
+emits), split as bytes and mapped straight to the segment's term ids: no per-token Python
+beyond one dict lookup. A row whose split does not give ``cardinality(tokens)`` tokens is read
+again as an array. A reader thread fetches rows from a server-side cursor and a builder thread
+inverts each segment once cut, while the calling thread maps tokens.
 
-Reads run inside the caller's transaction (the build's snapshot) on database ``using``; the
-reader thread uses that connection while the caller leaves it alone, and is joined before the
-caller touches it again.
+Reads run inside the caller's transaction on database ``using``; the reader thread uses that
+connection while the caller leaves it alone.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from retrieval.bm25.segment import MAX_SEGMENT_TOKENS, Segment, TermIds
 # The analyser's normalisation removes C0 controls, so no stored token holds this one.
 _SEPARATOR = "\x1f"
 _FETCH_ROWS = 5000
-_QUEUED_BATCHES = 4  # batches the reader may run ahead: ~20k chunks, tens of MB at most
+_QUEUED_BATCHES = 4  # batches the reader may run ahead
 
 
 def ready_chunks(knowledge_base: KnowledgeBase, using: str | None = None) -> QuerySet:
@@ -70,7 +68,7 @@ def _packed_rows(
 def _arrays(
     knowledge_base: KnowledgeBase, chunk_ids: Sequence[int], using: str | None
 ) -> dict[int, list[str]]:
-    """The token arrays of these chunks, NULL elements left out (the irregular rows' path)."""
+    """The token arrays of these chunks, NULL elements left out."""
     if not chunk_ids:
         return {}
     rows = ready_chunks(knowledge_base, using).filter(id__in=list(chunk_ids))
@@ -81,8 +79,7 @@ def _arrays(
 
 
 class _Part:
-    """The chunks of one segment being read: ids, owners, lengths and the term ids of their
-    tokens back to back, in a vocabulary of the segment's own (term bytes -> id)."""
+    """The chunks of one segment being read, their tokens as term ids of its own vocabulary."""
 
     def __init__(self) -> None:
         self.ids = array("q")
@@ -117,9 +114,8 @@ def fetch_segments(
     max_tokens: int = MAX_SEGMENT_TOKENS,
 ) -> list[Segment]:
     """The knowledge base's searchable chunks (of ``documents`` only, when given) as segments
-    of at most ``max_tokens`` tokens each (a longer single chunk gets one of its own; cut in
-    the order the rows come, like ``plan_segments``), read inside the caller's snapshot, if
-    any, from database ``using`` (default: the primary)."""
+    of at most ``max_tokens`` tokens each (a longer single chunk gets one of its own), from
+    database ``using``."""
     if max_tokens < 1:
         raise ValueError("a segment must be allowed at least one token")
     separator = _SEPARATOR.encode()
@@ -160,8 +156,7 @@ def fetch_segments(
 @contextmanager
 def _batches(rows: QuerySet) -> Iterator[Iterator[list[tuple]]]:
     """Batches of the query's rows, up to ``_QUEUED_BATCHES`` read ahead by a thread of their own
-    from a server-side cursor on the query's connection (which the caller leaves alone until
-    this exits); an error while reading is raised in the caller's thread."""
+    from a server-side cursor; an error while reading is raised in the caller's thread."""
     compiler = rows.query.get_compiler(using=rows.db)
     # Executed here, in the caller's thread and transaction; fetched and closed in the reader's.
     results = iter(compiler.execute_sql(MULTI, chunked_fetch=True, chunk_size=_FETCH_ROWS))

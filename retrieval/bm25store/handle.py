@@ -39,9 +39,7 @@ def compose(
     signature: str = "",
     previous: View | None = None,
 ) -> View:
-    """The view of ``manifest``; ``previous`` (an older view of the same knowledge base)
-    lends what it composed for the segments both hold, and the manifest's dead frequencies
-    spare a count over the postings of a segment with new deletions (``SegmentedIndex``)."""
+    """The view of ``manifest``, on ``previous`` (an older view of the same knowledge base)."""
     ordered = [segments[key] for key in manifest.keys]
     index = SegmentedIndex(
         ordered,
@@ -53,8 +51,7 @@ def compose(
 
 
 def sealed_view(identity: Identity, view: View) -> tuple[View, SignedPayload]:
-    """A view composed by the writer of its manifest, with the manifest recording the view's
-    dead frequencies (so readers need not count them), and that manifest's payload."""
+    """The view with its manifest recording the view's dead frequencies, and its payload."""
     manifest = view.manifest.with_dead(view.index.dead_frequencies())
     payload = manifest.seal(identity)
     return replace(view, manifest=manifest, signature=payload.signature), payload

@@ -1,14 +1,12 @@
 """L2: Redis, shared by every process: a knowledge base's manifest and its segments, with a TTL.
 
 The manifest is one hash per knowledge base (``rag:bm25:m:<kb>``: ``v`` version, ``e`` the
-KB's epoch (``retrieval.core.identity``), ``s`` signature, ``p`` payload), read and written by
-Lua scripts, so a read asking for "version >= n" never transfers an older one and a slow writer
-never replaces a newer one. Each segment is a hash of its own (``rag:bm25:s:<kb>:<key>``:
-``e``, ``s``, ``p``); segments never change.
+KB's epoch, ``s`` signature, ``p`` payload), read and written by Lua scripts: a read for
+"version >= n" never transfers an older one, a slow writer never replaces a newer one. Each
+segment is a hash of its own (``rag:bm25:s:<kb>:<key>``: ``e``, ``s``, ``p``).
 
-When Redis cannot be reached every call answers "nothing here" and the store goes on to
-PostgreSQL; the outage is logged when it starts and when it ends, and for ``RETRY_AFTER_S``
-after a failure Redis is not tried, so searches do not each pay a connection timeout.
+When Redis cannot be reached every call answers "nothing here" (logged when the outage starts
+and ends), and Redis is not tried for ``RETRY_AFTER_S`` after a failure.
 """
 
 from __future__ import annotations
@@ -31,8 +29,8 @@ _KEY = "rag:bm25:m:{}"
 _SEGMENT_KEY = "rag:bm25:s:{}:{}"
 _LOCK_KEY = "rag:bm25:build-lock:{}:{}:{}"
 
-# -> {} nothing (for this KB), {'stale'} older than ARGV[1], {'malformed'}, or {v, s, p}.
-# An entry of another KB of the same id (ARGV[2] is the epoch) is a leftover: deleted.
+# -> {} nothing (an entry of another epoch ARGV[2] is deleted), {'stale'} older than ARGV[1],
+# {'malformed'}, or {v, s, p}.
 _READ = """
 local t = redis.call('TYPE', KEYS[1]).ok
 if t == 'none' then return {} end
@@ -108,13 +106,12 @@ class RedisTier:
         )
 
     def version(self, identity: Identity) -> int | None:
-        """The stored version only (cheap: for polling while another process builds)."""
+        """The stored version only (for polling while another process builds)."""
         head = self.signature(identity)
         return head[0] if head else None
 
     def signature(self, identity: Identity) -> tuple[int, str] | None:
-        """The stored manifest's version and signature, without its payload (cheap: a writer
-        checks whether the manifest it holds is still the stored one)."""
+        """The stored manifest's version and signature, without its payload."""
         reply = self._call(
             self.client.hmget, _KEY.format(identity.knowledge_base_id), "v", "e", "s"
         )
@@ -164,8 +161,8 @@ class RedisTier:
         self._call(write)
 
     def drop(self, knowledge_base_id: int, signature: str | None, key: str | None = None) -> None:
-        """Drop the segment ``key``, else the manifest if it still has ``signature`` (a writer
-        may have replaced it since); with neither, the KB's every entry."""
+        """Drop the segment ``key``, else the manifest if it still has ``signature``; with
+        neither, the KB's every entry."""
         if key is not None:
             self._call(self.client.delete, _SEGMENT_KEY.format(knowledge_base_id, key))
         elif signature is None:
@@ -183,8 +180,8 @@ class RedisTier:
         self._call(delete_all)
 
     def lock(self, identity: Identity, version: int) -> Lock | None:
-        """Try once to take the build lock of (kb, version): a Lock to release, or None if
-        another process holds it. Raises redis.RedisError when Redis is down."""
+        """The build lock of (kb, version), tried once: a Lock to release, or None if another
+        process holds it. Raises redis.RedisError when Redis is down."""
         if not self.available:
             raise redis.ConnectionError("Redis is in its outage back-off window")
         lock = self.client.lock(
@@ -202,8 +199,7 @@ class RedisTier:
         return lock if acquired else None
 
     def _call(self, function, *args, **kwargs):
-        """Run one Redis call; on any Redis error answer None (L2 is only a cache), noting an
-        outage when Redis cannot be reached."""
+        """One Redis call's result; None on any Redis error (L2 is only a cache)."""
         if not self.available:
             return None
         try:

@@ -1,10 +1,9 @@
 """L3: the knowledge base's ``bm25_manifests`` row and its ``bm25_indexes`` segment rows.
 
-Plain SQL: a read fetches payloads in one query; a manifest write is one upsert that never
-replaces a newer version, and a merge's replaces the same version only if it is still the one
-merged (compare-and-set on the signature). Payloads travel as binary both ways through a
-server-side-binding psycopg cursor on Django's connection (client-side binding would inline
-them as hex literals twice their size).
+A manifest write is one upsert that never replaces a newer version, and a merge's replaces the
+same version only if it is still the one merged (compare-and-set on the signature). Payloads
+travel as binary through a server-side-binding psycopg cursor (client-side binding would inline
+them as hex, twice their size).
 """
 
 from __future__ import annotations
@@ -64,13 +63,10 @@ def _binary_cursor() -> Iterator[psycopg.Cursor]:
 
 
 def _bytes(data) -> bytes:
-    # psycopg returns bytes; a memoryview (other drivers) is copied once, here.
     return data if isinstance(data, bytes) else bytes(data)
 
 
 class TableTier:
-    # ------------------------------------------------------------------ manifests
-
     def get(self, identity: Identity, min_version: int) -> tuple[int, SignedPayload] | None:
         """The manifest (version, payload) if it holds at least ``min_version``."""
         with _binary_cursor() as cursor:
@@ -100,9 +96,8 @@ class TableTier:
         payload: SignedPayload,
         replaces: str | None = None,
     ) -> bool:
-        """Write the manifest unless a newer version is stored (or, with ``replaces``, unless
-        the stored one of the same version is no longer the one with that signature); False if
-        not written or the KB was deleted meanwhile."""
+        """Write the manifest unless a newer version is stored (with ``replaces``: unless the
+        stored one of the same version has another signature); whether it was written."""
         try:
             with transaction.atomic(), _binary_cursor() as cursor:
                 cursor.execute(
@@ -127,8 +122,7 @@ class TableTier:
             return False
 
     def drop(self, knowledge_base_id: int, signature: str, key: str | None = None) -> None:
-        """Delete the segment ``key`` (else the manifest) that failed its check, not one a
-        builder wrote since."""
+        """Delete the segment ``key`` (else the manifest) if it still has ``signature``."""
         rows = BM25Manifest.objects if key is None else BM25Segment.objects.filter(key=key)
         rows.filter(knowledge_base_id=knowledge_base_id, signature=signature).delete()
 
@@ -136,8 +130,6 @@ class TableTier:
         """The manifest and every segment."""
         BM25Manifest.objects.filter(knowledge_base_id=knowledge_base_id).delete()
         BM25Segment.objects.filter(knowledge_base_id=knowledge_base_id).delete()
-
-    # ------------------------------------------------------------------ segments
 
     def get_segments(self, identity: Identity, keys: Sequence[str]) -> dict[str, SignedPayload]:
         if not keys:
@@ -198,10 +190,8 @@ class TableTier:
         grace_s: float,
     ) -> int:
         """Delete the segments the stored manifest does not name that a merge dropped more
-        than ``grace_s`` ago, or that no manifest took up within an hour (a builder's lost
-        race). The manifest row is locked meanwhile, so no manifest naming them is written
-        between the check and the delete. ``keys_of(payload, signature, version)`` opens the
-        stored manifest (verified) and gives its keys."""
+        than ``grace_s`` ago, or that no manifest took up within an hour; the manifest row is
+        locked meanwhile. ``keys_of(payload, signature, version)``: the stored manifest's keys."""
         now = timezone.now()
         with transaction.atomic():
             row = (

@@ -1,9 +1,6 @@
-"""One build per (knowledge base, version) at a time across processes.
-
-The lock lives in Redis (redis-py's Lock: SET NX PX with a random token, released by
-compare-and-delete) and expires after ``build_time_limit_s``, so a builder that dies frees it.
-While Redis is down a PostgreSQL session-level advisory lock on the caller's connection takes
-its place.
+"""One build per (knowledge base, version) at a time across processes: a Redis lock that
+expires after ``build_time_limit_s`` (a builder that dies frees it), or while Redis is down a
+PostgreSQL session-level advisory lock on the caller's connection.
 """
 
 from __future__ import annotations
@@ -23,9 +20,8 @@ logger = logging.getLogger(__name__)
 
 
 def build_time_limit_s() -> int:
-    """The longest a build may run: a Celery task's (the worker's builds and merges are stopped
-    past it). A build lock expires after it, so a builder that died frees its knowledge base,
-    and segments a merge folded away stay stored that long."""
+    """The longest a build may run (a Celery task's): a build lock's expiry, and how long
+    segments a merge folded away stay stored."""
     return settings.CELERY_TASK_TIME_LIMIT
 
 

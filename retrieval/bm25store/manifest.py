@@ -1,22 +1,18 @@
 """A manifest: which segments (and which deletions) make a knowledge base's index at a version.
 
 It also records every searchable document it reflects (id and ``document_stamp``) and the
-analysis ``basis`` (analyser version, user words), from which the next version is built as a
-delta (``build``), and per segment with deletions how many deleted chunks hold each term
-(``dead``), so readers compose the view without a pass over the postings; a manifest without
-them is still read, and its readers count.
+analysis ``basis``, from which the next version is built as a delta (``build``), and per
+segment how many deleted chunks hold each term (``dead``), so readers compose the view without
+a pass over the postings (a manifest without them is read, and its readers count).
 
-Stored as plain integer arrays behind a JSON header (format 2, ``to_bytes``), never a pickle,
-signed like a segment (``payload``) with the version in the label: each array in the narrowest
-unsigned type that holds it (``_narrow``), ascending ones as differences. Format 1
-(``np.savez``, read with ``allow_pickle=False``), which earlier releases wrote, is still read,
-so an upgrade keeps the stored indexes.
+Stored as plain integer arrays behind a JSON header (``to_bytes``), never a pickle, signed like
+a segment (``payload``) with the version in the label. Any other layout is unreadable: the
+knowledge base is rebuilt from PostgreSQL, as every tier is a cache.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import struct
 from dataclasses import dataclass, replace
@@ -58,9 +54,8 @@ def analysis_basis(analyzer_version: int, user_words: list[str] | None) -> str:
 class Manifest:
     version: int
     keys: tuple[str, ...]  # segment keys, in view order
-    # Chunks of those segments no longer searchable: their ids and the position (in keys) of
-    # the segment each is deleted from (a chunk edited in place keeps its id: deleted from
-    # its old segment, alive in a newer one).
+    # Chunks no longer searchable: their ids and the position (in keys) of the segment each is
+    # deleted from (a chunk edited in place may live on in a newer one).
     deleted: np.ndarray  # int64
     deleted_in: np.ndarray  # int32
     doc_ids: np.ndarray  # int64, ascending: the searchable documents it reflects
@@ -103,7 +98,7 @@ class Manifest:
 
     def folded(self, plan: list[int], key: str | None) -> Manifest:
         """This version with the segments at positions ``plan`` folded into segment ``key``
-        (their live chunks; None when there are none): one merge more, dead not yet recorded."""
+        (None when no chunk is live): one merge more, dead not yet recorded."""
         deletions = self.deletions()
         kept = [i for i in range(len(self.keys)) if i not in plan]
         return replace(
@@ -118,8 +113,8 @@ class Manifest:
         )
 
     def to_bytes(self) -> bytes:
-        """Format 2: ``_MAGIC``, the header's length, a JSON header (the scalars, the keys and
-        each array's stored type and length), then the arrays' bytes one after another."""
+        """``_MAGIC``, the header's length, a JSON header (the scalars, the keys and each
+        array's stored type and length), then the arrays' bytes one after another."""
         stamps = np.asarray(self.doc_stamps, dtype=np.int64)
         floor = int(stamps.min()) if stamps.size else 0
         arrays = {
@@ -155,8 +150,6 @@ class Manifest:
     @classmethod
     def from_bytes(cls, raw: bytes) -> Manifest:
         try:
-            if raw[:2] == b"PK":  # format 1: an npz archive (a zip file)
-                return cls._from_npz(raw)
             return cls._from_format_2(raw)
         except (KeyError, IndexError, TypeError, OSError, ValueError, struct.error) as exc:
             raise ValueError(f"not a BM25 manifest: {exc}") from exc
@@ -190,64 +183,26 @@ class Manifest:
                 keys, (arrays["dead_sizes"], arrays["dead_terms"], arrays["dead_counts"])
             )
             dead = (sizes, _sums(terms, sizes), counts)
-        doc_ids = _sums(arrays["doc_ids"])
-        return cls._checked(
+        deleted_in = arrays["deleted_in"]
+        if deleted_in.size != arrays["deleted"].size:
+            raise ValueError("deletions of unequal lengths")
+        if deleted_in.size and (deleted_in.min() < 0 or deleted_in.max() >= len(keys)):
+            raise ValueError("a deletion names no segment")
+        if arrays["doc_ids"].size != arrays["doc_stamps"].size:
+            raise ValueError("documents of unequal lengths")
+        return cls(
             version=int(header["version"]),
             merges=int(header["merges"]),
             chunk_count=int(header["chunk_count"]),
             keys=keys,
             deleted=arrays["deleted"],
-            deleted_in=arrays["deleted_in"],
-            doc_ids=doc_ids,
+            deleted_in=deleted_in,
+            doc_ids=_sums(arrays["doc_ids"]),
             doc_stamps=arrays["doc_stamps"] + int(header["stamp_floor"]),
             basis=str(header["basis"]),
             build_seconds=float(header["build_seconds"]),
             dead=dead,
         )
-
-    @classmethod
-    def _from_npz(cls, raw: bytes) -> Manifest:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as arrays:
-            head = arrays["format"]
-            if int(head[0]) != 1:
-                raise ValueError(f"manifest format {int(head[0])}, expected 1 in an npz")
-            keys = tuple(str(k) for k in arrays["keys"])
-            dead = None
-            if "dead_sizes" in arrays.files:
-                dead = _check_dead(
-                    keys,
-                    (
-                        arrays["dead_sizes"].astype(np.int64),
-                        arrays["dead_terms"].astype(np.int32),
-                        arrays["dead_counts"].astype(np.int32),
-                    ),
-                )
-            return cls._checked(
-                version=int(head[1]),
-                merges=int(head[2]),
-                chunk_count=int(head[3]),
-                keys=keys,
-                deleted=arrays["deleted"].astype(np.int64),
-                deleted_in=arrays["deleted_in"].astype(np.int32),
-                doc_ids=arrays["doc_ids"].astype(np.int64),
-                doc_stamps=arrays["doc_stamps"].astype(np.int64),
-                basis=str(arrays["basis"][0]),
-                build_seconds=float(arrays["build_seconds"][0]),
-                dead=dead,
-            )
-
-    @classmethod
-    def _checked(cls, **fields) -> Manifest:
-        """The manifest of ``fields`` (its dead frequencies checked by the reader, before they
-        are used: ``_check_dead``); ValueError when its parts do not fit together."""
-        keys, deleted_in = fields["keys"], fields["deleted_in"]
-        if deleted_in.size != fields["deleted"].size:
-            raise ValueError("deletions of unequal lengths")
-        if deleted_in.size and (deleted_in.min() < 0 or deleted_in.max() >= len(keys)):
-            raise ValueError("a deletion names no segment")
-        if fields["doc_ids"].size != fields["doc_stamps"].size:
-            raise ValueError("documents of unequal lengths")
-        return cls(**fields)
 
     def seal(self, identity: Identity) -> SignedPayload:
         return seal(identity, manifest_label(self.version), self.to_bytes())
@@ -255,8 +210,7 @@ class Manifest:
 
 def _narrow(values: np.ndarray) -> np.ndarray:
     """Integers in the narrowest unsigned type that holds them all (as given when one is
-    negative or past 32 bits): readers convert each array to its own type, so this only saves
-    bytes (mostly dead frequencies: small term ids and counts)."""
+    negative or past 32 bits); readers convert each array to its own type."""
     values = np.asarray(values)
     if not values.size:
         return values.astype(np.uint8)
@@ -270,8 +224,7 @@ def _narrow(values: np.ndarray) -> np.ndarray:
 
 
 def _check_dead(keys: tuple[str, ...], dead: tuple[np.ndarray, np.ndarray, np.ndarray]):
-    """``dead`` when it is one entry per segment of ``keys`` and its arrays agree; else
-    ValueError."""
+    """``dead`` when it is one entry per segment of ``keys`` and its arrays agree."""
     sizes, terms, counts = (np.asarray(a) for a in dead)
     if sizes.size != len(keys) or (sizes.size and sizes.min() < 0):
         raise ValueError("dead frequencies not one entry per segment")
@@ -281,9 +234,8 @@ def _check_dead(keys: tuple[str, ...], dead: tuple[np.ndarray, np.ndarray, np.nd
 
 
 def _differences(values: np.ndarray, runs: np.ndarray | None = None) -> np.ndarray:
-    """Each value less the one before it (the first of each run less 0): small non-negative
-    numbers for values ascending within each run. ``runs``: run lengths summing to the size
-    (one run when None). ``_sums`` inverts it."""
+    """Each value less the one before it (the first of each run less 0). ``runs``: run
+    lengths summing to the size (one run when None). ``_sums`` inverts it."""
     differences = np.diff(values, prepend=0)
     if runs is not None and values.size:
         starts = (np.cumsum(runs) - runs)[runs > 0]
@@ -303,7 +255,7 @@ def _sums(differences: np.ndarray, runs: np.ndarray | None = None) -> np.ndarray
 
 def open_manifest(identity: Identity, version: int, payload: SignedPayload) -> Manifest:
     """Verify (as this KB's manifest of ``version``), then load. Raises PayloadRejected or
-    PayloadUnreadable."""
+    PayloadUnreadable (any layout but this one's)."""
     if payload.label != manifest_label(version):
         raise PayloadRejected
     raw = open_raw(identity, payload)

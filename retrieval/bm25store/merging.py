@@ -1,11 +1,9 @@
 """Which segments of a knowledge base's index a merge folds, tiered as search engines do.
 
-Segments are grouped by size in powers of ten (live chunks: 1-9, 10-99, ...). A tier holding
-``MERGE_FACTOR`` segments or more is folded into one, so a knowledge base receiving documents
-one at a time keeps O(log n) segments and each chunk is rewritten O(log n) times. A segment
-whose deletions reach ``MAX_DELETED_FRACTION`` of it is rewritten (alone, or with its tier's
-fold) to drop them: deleted chunks still cost time at query time and space in every tier.
-A fold never makes a segment past ``MAX_SEGMENT_TOKENS``.
+Segments are grouped by live chunks in powers of ten; a tier holding ``MERGE_FACTOR`` segments
+or more is folded into one (O(log n) segments, each chunk rewritten O(log n) times). A segment
+whose deletions reach ``MAX_DELETED_FRACTION`` of it is rewritten to drop them. A fold never
+makes a segment past ``MAX_SEGMENT_TOKENS``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""The stored form of segments and manifests in L2 and L3: zlib-compressed, HMAC-signed, bound
-to their knowledge base.
+"""The stored form of segments and manifests in L2 and L3: zlib-compressed, HMAC-signed.
 
-The signature is an HMAC-SHA256 (Django's ``salted_hmac`` under SECRET_KEY, or one of
-``SECRET_KEY_FALLBACKS`` so a key rotation keeps the cached indexes) over the KB's identity,
-a label (``s:<key>`` for a segment, ``m:<version>`` for a manifest) and the exact stored bytes:
-a payload copied to another KB, passed off as another segment or relabelled with another
-version fails like a flipped byte. A segment is unpickled only after its signature checked out.
+The signature (``salted_hmac`` under SECRET_KEY or one of ``SECRET_KEY_FALLBACKS``) covers the
+KB's identity, a label (``s:<key>`` or ``m:<version>``) and the stored bytes: a payload copied
+to another KB, key or version fails like a flipped byte. A segment is unpickled only after its
+signature checked out.
 """
 
 from __future__ import annotations
@@ -23,9 +21,7 @@ from retrieval.bm25.segment import Segment
 from retrieval.core.identity import Identity
 
 _SALT = "retrieval.bm25store.payload"
-# zlib level 1: every level inflates at the same speed (the output size sets the cost), and
-# higher levels shrink the payload little while a rebuild pays their compression time.
-PAYLOAD_ZLIB_LEVEL = 1
+PAYLOAD_ZLIB_LEVEL = 1  # every level inflates at the same speed; higher ones shrink little
 
 
 class PayloadRejected(Exception):
@@ -71,8 +67,8 @@ def seal_segment(identity: Identity, key: str, segment: Segment) -> SignedPayloa
 
 
 def seal_segments(identity: Identity, segments: dict[str, Segment]) -> Iterator[SignedPayload]:
-    """The segments' payloads in order. Several (a full build) are sealed by two threads while
-    the caller writes the ones before (zlib and the HMAC release the GIL)."""
+    """The segments' payloads in order; several are sealed by two threads (zlib and the HMAC
+    release the GIL) while the caller writes the ones before."""
     if len(segments) < 2:
         yield from (seal_segment(identity, key, s) for key, s in segments.items())
         return
@@ -99,7 +95,7 @@ def open_raw(identity: Identity, payload: SignedPayload) -> bytes:
 
 
 def open_segment(identity: Identity, key: str, payload: SignedPayload) -> Segment:
-    """Verify (as the segment ``key`` of this KB), then load. Raises PayloadRejected or
+    """Verify (as this KB's segment ``key``), then load. Raises PayloadRejected or
     PayloadUnreadable."""
     if payload.label != segment_label(key):
         raise PayloadRejected

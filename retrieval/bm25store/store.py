@@ -1,30 +1,22 @@
 """BM25Store: a knowledge base's BM25 index at its current version, from the cheapest tier.
 
-What stays true:
-
-- An index is immutable segments plus deletions (``SegmentedIndex``), named by a manifest per
-  version. Tiers: L1 this process's byte-bounded LRU of composed views, L2 Redis, L3 the
+- Tiers: L1 this process's byte-bounded LRU of composed views, L2 Redis, L3 the
   ``bm25_manifests`` and ``bm25_indexes`` rows, else a build; what a lower tier or a build
-  gives fills the tiers above. A view reuses the segments held and loads only those it lacks.
-- A get answers at least the KB's current ``index_version`` (one primary-key lookup, skipped
-  with ``fresh=True``), or an older complete view marked ``stale``: while another process
-  builds the version (for ``STALE_WAIT_S``), or ``deferred`` while the Celery worker's
-  ``warm`` builds it, for at most ``BM25_DEFER_BUILD_S`` after this process first asked for a
-  version newer than its view; then the get builds it, so staleness stays bounded.
-- A new version is a delta on the newest stored manifest (``build``), in full only for a KB
-  never built, a change of analysis or of more than ``DELTA_MAX_FRACTION`` of the chunks. A
-  build that leaves segments to fold sends ``merge_due`` (``retrieval.changes`` queues it).
-- One build per (KB, version) across processes: the build lock's holder builds, the others
-  poll the tiers and build too only after ``BUILD_WAIT_S``. Within a process one get
-  composes or builds a KB's view; the others answer from the view held or wait for it.
-- Segments are stored before the manifest naming them. A merge replaces the manifest of its
-  version only if it is still the one merged; folded segments are deleted only after
-  ``build_time_limit_s`` (a build from the older manifest may name them until then).
-- A payload whose HMAC does not check out is never unpickled: it is dropped from its tier,
-  logged on ``rag.security``, and the get goes on to the next tier or builds.
-- In a search routed to a replica (``retrieval.replica``) the version and a build's rows come
-  from the replica; L3 and the lock's fallback are the primary's, so a process polling for
-  another's build sees its row at commit.
+  gives fills the tiers above. A view loads only the segments it does not hold.
+- A get answers at least the KB's current ``index_version``, or an older complete view marked
+  ``stale``: while another process builds it (for ``STALE_WAIT_S``), or ``deferred`` while
+  the worker's ``warm`` builds it (for at most ``BM25_DEFER_BUILD_S``); then it builds.
+- A new version is a delta on the newest stored manifest (``build``); a build that leaves
+  segments to fold sends ``merge_due``.
+- One build per (KB, version) across processes (the build lock); the others poll the tiers
+  and build too only after ``BUILD_WAIT_S``. Within a process one get composes a KB's view.
+- Segments are stored before the manifest naming them; a merge replaces the manifest only if
+  it is still the one merged, and its folded segments are deleted after
+  ``build_time_limit_s``.
+- A payload whose HMAC does not check out is never unpickled: it is dropped, logged on
+  ``rag.security``, and the get goes on to the next tier or builds.
+- In a search routed to a replica the version and a build's rows come from the replica; L3
+  and the lock's fallback are the primary's.
 """
 
 from __future__ import annotations
@@ -62,22 +54,17 @@ from retrieval.core.lru import ByteLRU
 logger = logging.getLogger(__name__)
 security_logger = logging.getLogger("rag.security")
 
-# How long a get waits for another process's build of its version before building it too
-# (long enough for a full build of a large knowledge base) ...
+# How long a get waits for another process's build of its version before building it too ...
 BUILD_WAIT_S = 30.0
-# ... or, with an older complete view to answer from, before answering from it (a delta is
-# quick, so this is reached only when that build is slow).
+# ... or, with an older complete view to answer from, before answering from it.
 STALE_WAIT_S = 1.0
-# While deferring to the worker, a process asks L2 and L3 for the new version at most this
-# often (each ask is a Redis and a PostgreSQL round trip that finds nothing until it is stored).
+# While deferring to the worker, a process asks L2 and L3 for the new version at most this often.
 RECHECK_S = 0.05
 _POLL_FIRST_S = 0.02
 _POLL_MAX_S = 0.25
-# The build lock's "version" for merges of a KB (versions are >= 0).
-_MERGE_LOCK = -1
+_MERGE_LOCK = -1  # the build lock's "version" for merges (versions are >= 0)
 
-# Sent (``knowledge_base_id``) when a build leaves segments to fold (``merging.plan_merge``).
-merge_due = Signal()
+merge_due = Signal()  # (knowledge_base_id): a build left segments to fold
 
 
 @dataclass(frozen=True)
@@ -122,8 +109,8 @@ class _Attempt:
 
 
 class BM25Store:
-    """Per-process object (see ``get_store``); thread-safe. ``on_merge_due(knowledge_base_id)``
-    is called when a build leaves segments to fold (by default: ``merge_due`` is sent)."""
+    """Per-process (``get_store``), thread-safe. ``on_merge_due(knowledge_base_id)``: called
+    when a build leaves segments to fold (default: sends ``merge_due``)."""
 
     def __init__(
         self,
@@ -147,28 +134,21 @@ class BM25Store:
         self._missing: dict[int, tuple[int, float]] = {}
 
     def get(self, knowledge_base: KnowledgeBase, *, fresh: bool = False) -> IndexHandle:
-        """The KB's index at (at least) its current version, or an older complete one
-        (``handle.stale``). Raises KnowledgeBase.DoesNotExist when the KB is gone (or is not the
-        tenant's the instance says). ``fresh=True``: the caller read the instance in this
-        request, so its ``index_version`` is current and is not looked up again."""
+        """The KB's index at (at least) its current version, or an older one (``stale``).
+        Raises KnowledgeBase.DoesNotExist. ``fresh``: the instance's version is current."""
         return self._get(knowledge_base, fresh=fresh)
 
     def warm(self, knowledge_base: KnowledgeBase) -> IndexHandle:
         """Like get, but never answers with an older view: the worker's build of a change
-        into L2 and L3 for the search processes. The view stays in this process's L1 (least
-        recently used first beyond ``BM25_L1_MAX_BYTES``), so the next change's delta starts
-        from the segments held instead of loading them all again (that load would be most of
-        what a delta costs)."""
+        into L2 and L3. The view stays in this process's L1, so the next change's delta
+        starts from the segments held."""
         return self._get(knowledge_base, allow_stale=False)
 
     def invalidate(self, knowledge_base_id: int) -> None:
-        """Remove the KB from L1 (of this process), L2 and L3: the next get builds in full.
-        Other processes' L1 entries are skipped by the version check on their next get."""
+        """Remove the KB from L1 (of this process), L2 and L3: the next get builds in full."""
         self.l1.discard(knowledge_base_id)
         self.l2.delete(knowledge_base_id)
         self.l3.delete(knowledge_base_id)
-
-    # ------------------------------------------------------------------ reading
 
     def _get(
         self,
@@ -187,8 +167,7 @@ class BM25Store:
             return self._handle(attempt, Tier.L1, hit)
         flight = self._flight(knowledge_base.pk)
         if not flight.acquire(blocking=False):
-            # Another thread composes (or builds) the new view: answer from the one held until
-            # it is there (milliseconds behind) rather than queue behind it.
+            # Another thread composes the new view: answer from the one held meanwhile.
             held = self.l1.peek(attempt.identity) if allow_stale else None
             if held is not None:
                 return self._handle(attempt, Tier.L1, held, stale=held.version < attempt.current)
@@ -219,9 +198,8 @@ class BM25Store:
             return self._flights.setdefault(knowledge_base_id, threading.Lock())
 
     def _deferring_to(self, attempt: _Attempt) -> View | None:
-        """The older view this process holds while the build of the current version is left to
-        the worker: for ``defer_build_s`` from the first get that asked for a newer version than
-        it (a stream of changes does not defer forever); else None."""
+        """The older view held while the worker builds the current version: for
+        ``defer_build_s`` from the first get that asked for a newer version than it; else None."""
         held = self.l1.peek(attempt.identity)
         if held is None or held.version >= attempt.current or self.config.defer_build_s <= 0:
             return None
@@ -235,7 +213,7 @@ class BM25Store:
 
     def _asked_lately(self, attempt: _Attempt) -> bool:
         """Whether L2 and L3 were found without the current version less than ``RECHECK_S``
-        ago: a deferring get then answers from the view held without asking again."""
+        ago."""
         with self._flights_lock:
             version, when = self._missing.get(attempt.knowledge_base.pk, (-1, 0.0))
         return version == attempt.current and time.monotonic() - when < RECHECK_S
@@ -248,8 +226,8 @@ class BM25Store:
         return self._handle(attempt, tier, view)
 
     def _stored_view(self, attempt: _Attempt, min_version: int) -> tuple[View | None, Tier]:
-        """The stored manifest of at least ``min_version`` composed with its segments (None if
-        no tier holds it intact), and the lowest tier read."""
+        """The stored manifest of at least ``min_version`` composed (None if no tier holds it
+        intact), and the lowest tier read."""
         identity = attempt.identity
         for tier in (Tier.L2, Tier.L3):
             try:
@@ -274,9 +252,8 @@ class BM25Store:
     def _segments(
         self, attempt: _Attempt, manifest: Manifest, tier: Tier
     ) -> tuple[dict[str, Segment], Tier]:
-        """The manifest's segments: this process's own first (any view of the KB in L1), then
-        L2's, then L3's (refilling L2), and the lowest tier read. Raises _Unusable when one is
-        nowhere intact."""
+        """The manifest's segments (L1's view, then L2, then L3, refilling L2) and the lowest
+        tier read. Raises _Unusable when one is nowhere intact."""
         kb, identity = attempt.knowledge_base, attempt.identity
         held = self.l1.peek(identity)
         segments = {
@@ -339,8 +316,8 @@ class BM25Store:
     def _rejected(
         self, attempt: _Attempt, tier: Tier, signature: str | None, key: str | None = None
     ) -> None:
-        """Log a payload that failed its integrity check and drop it (``signature`` None: L2's
-        entry is not ours at all)."""
+        """Log and drop a payload that failed its integrity check (``signature`` None: not
+        ours at all)."""
         kb = attempt.knowledge_base
         security_logger.warning(
             "BM25 index payload (%s) of knowledge base %s (tenant %s) in %s failed its "
@@ -356,12 +333,10 @@ class BM25Store:
     def _tier(self, tier: Tier) -> RedisTier | TableTier:
         return self.l2 if tier is Tier.L2 else self.l3
 
-    # ------------------------------------------------------------------ building
-
     def _build_or_wait(self, attempt: _Attempt, allow_stale: bool) -> IndexHandle:
         """Build the current version under its build lock, or wait for the process holding
-        it: ``STALE_WAIT_S`` when an older complete view can answer meanwhile (then it does),
-        else ``BUILD_WAIT_S`` (then this get builds it too)."""
+        it: ``STALE_WAIT_S`` when an older view can answer (then it does), else
+        ``BUILD_WAIT_S`` (then this get builds it too)."""
         deadline = None  # the wait starts when the lock is first refused
         delay = _POLL_FIRST_S
         older: View | None = None
@@ -396,11 +371,9 @@ class BM25Store:
                     return found
 
     def _older_view(self, attempt: _Attempt, held_first: bool) -> View | None:
-        """A complete view older than asked for: this process's own (``held_first``: cheapest,
-        to answer from) or the stored one (the base of a delta: its segments are sure to stay
-        stored, where a view held since before a merge may name segments deleted since). The
-        one held is the stored one when L2's manifest has its signature: the writer of the
-        stored manifest (the worker, change after change) need not read and compose it again."""
+        """A complete view older than asked for: this process's own (``held_first``) or the
+        stored one (a delta's base: a view held since before a merge may name segments deleted
+        since), which is the one held when L2's manifest has its signature."""
         held = self.l1.peek(attempt.identity)
         if held is not None and held_first:
             return held
@@ -412,8 +385,7 @@ class BM25Store:
         return view or held
 
     def _build(self, attempt: _Attempt) -> IndexHandle:
-        """Build the current version: a delta on the newest stored (or held) view when one
-        exists, else in full."""
+        """Build the current version: a delta on the newest stored view, else in full."""
         kb = attempt.knowledge_base
         started = time.perf_counter()
         if attempt.wait_started is not None:
@@ -456,9 +428,8 @@ class BM25Store:
         replaces: str | None = None,
     ) -> View | None:
         """Write a build's new segments to L3 and L2, then the manifest naming them; the
-        composed view (``base`` gives the segments a delta kept). With ``replaces`` (a merge:
-        the signature of the manifest it started from) the manifest is written only if that is
-        still the stored one; else None."""
+        composed view (``base``: a delta's). With ``replaces`` (a merge's base signature) the
+        manifest is written only if that is still the stored one; else None."""
         for (key, segment), payload in zip(
             built.new_segments.items(), seal_segments(identity, built.new_segments), strict=True
         ):
@@ -478,12 +449,9 @@ class BM25Store:
         self.l2.put(identity, view.version, payload)
         return view
 
-    # ------------------------------------------------------------------ merging
-
     def merge(self, knowledge_base: KnowledgeBase) -> str:
-        """Fold the segments ``plan_merge`` picks into one, dropping their deleted chunks, and
-        store the manifest of the same version naming it (only if the stored manifest is still
-        the one merged: a change meanwhile wins, and the next merge starts from it). Then
+        """Fold the segments ``plan_merge`` picks into one, dropping their deleted chunks, under
+        the same version (unless the stored manifest changed meanwhile); then
         ``collect_garbage``."""
         identity = identity_of(knowledge_base)
         with build_lock(self.l2, identity, _MERGE_LOCK) as taken:
@@ -524,8 +492,7 @@ class BM25Store:
         )
 
     def collect_garbage(self, knowledge_base: KnowledgeBase) -> int:
-        """Delete the segments the stored manifest does not name that a merge folded away at
-        least ``build_time_limit_s`` ago; how many."""
+        """Delete the unnamed segments a merge folded away ``build_time_limit_s`` ago; how many."""
         identity = identity_of(knowledge_base)
 
         def keys_of(data: bytes, signature: str, version: int) -> tuple[str, ...]:
@@ -536,8 +503,6 @@ class BM25Store:
             return self.l3.collect_garbage(knowledge_base.pk, keys_of, build_time_limit_s())
         except (PayloadRejected, PayloadUnreadable):
             return 0  # the next get drops and rebuilds that manifest
-
-    # ------------------------------------------------------------------ helpers
 
     def _fill_l1(self, attempt: _Attempt, view: View) -> None:
         self.l1.put(attempt.identity, view, view.version)

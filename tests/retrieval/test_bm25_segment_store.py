@@ -174,9 +174,9 @@ def test_a_stored_version_records_its_dead_frequencies_for_the_readers(store, kb
         other.l2.client.close()
 
 
-def test_a_manifest_an_earlier_release_stored_is_read_without_a_rebuild(store, kb):
-    """An upgrade finds format 1 manifests (``np.savez``) in Redis and PostgreSQL: a process
-    reads them as they are, from either tier, and the next change writes format 2."""
+def test_a_format_1_manifest_is_treated_as_missing_and_the_index_rebuilt(store, kb):
+    """Format 1 manifests (``np.savez``) in Redis and PostgreSQL are not read: a process drops
+    them and builds the index in full from PostgreSQL, storing format 2."""
     documents = [add_document(kb, f"{n}.md", doc(n)) for n in range(1, 4)]
     document_services.delete_document(tenant=kb.tenant, document=documents[0])
     built = store.get(kb)
@@ -184,22 +184,18 @@ def test_a_manifest_an_earlier_release_stored_is_read_without_a_rebuild(store, k
     old = seal(identity, manifest_label(manifest.version), _format_1(manifest))
     store.l2.put(identity, manifest.version, old)
     assert store.l3.put(kb.tenant_id, kb.pk, manifest, old, replaces=built.view.signature)
-    for tier in (Tier.L2, Tier.L3):
-        if tier is Tier.L3:
-            store.l2.delete(kb.pk)
-        other = BM25Store()
-        try:
-            read = other.get(kb)
-            assert (read.tier, read.version, other.build_count) == (tier, built.version, 0)
-            assert read.view.signature == old.signature
-            assert hits(read, "marker1") == []
-            assert_exact(kb, read)
-        finally:
-            other.l2.client.close()
-    added = add_document(kb, "4.md", doc(4))
-    delta = store.get(kb)
-    assert (delta.built, hits(delta, "marker4")) == ("delta", chunk_ids(kb, added))
+    other = BM25Store()
+    try:
+        read = other.get(kb)
+        assert (read.tier, read.built, read.version) == (Tier.BUILD, "full", built.version)
+        assert other.build_count == 1
+        assert read.view.signature != old.signature
+        assert hits(read, "marker1") == []
+        assert_exact(kb, read)
+    finally:
+        other.l2.client.close()
     stored = BM25Manifest.objects.get(knowledge_base=kb)
+    assert stored.signature == read.view.signature
     raw = open_raw(
         identity,
         SignedPayload(manifest_label(stored.version), stored.signature, bytes(stored.payload)),
