@@ -1,16 +1,9 @@
-"""An inverted file (IVF) over a large host base's vectors: the vector leg's path past the exact
-scan's latency budget (figures: docs/performance.md, "Vector recall: exact, IVF, HNSW").
+"""An inverted file (IVF) over a large host base's vectors.
 
-The base's unit rows are clustered around ``lists`` centroids (about 2 sqrt(rows); spherical
-k-means on a seeded sample of ``ROWS_PER_LIST`` rows per list, then every row assigned in
-blocks, so memory stays bounded), and a query scores only the rows of the ``probes`` lists
-whose centroids are nearest to it. The host file stores the rows list by list
-(``retrieval.vector.hostfile``), so a probed list is one contiguous slice of the mapped matrix.
-How many lists to probe depends on the vectors, so it is calibrated per base on its own rows
-(``calibrate``). The rows are also stored as int8 codes with a scale per row (``quantize``): a
-search bounds every probed row's score from its codes and scores exactly only the rows that can
-reach its top k (``retrieval.vector.scan.Part.probed``). The IVF is kept whatever share of the
-rows its probes scan: where every core is busy, its one-thread CPU stays below the exact scan's.
+The unit rows are clustered around ``lists`` centroids (spherical k-means on a seeded sample,
+then every row assigned in blocks, so memory stays bounded); a query scores only the rows of
+the ``probes`` lists whose centroids are nearest to it, calibrated per base on its own rows
+(``calibrate``). The host file stores the rows list by list, so a probed list is one slice.
 """
 
 from __future__ import annotations
@@ -24,8 +17,7 @@ import numpy as np
 SEED = 20261123  # the sample, the initial centroids and the calibration queries: reproducible
 ROWS_PER_LIST = 50  # k-means sample: rows per list
 ITERATIONS = 8
-# Enough queries that the probes calibrated vary little with the seed.
-CALIBRATION_QUERIES = 400
+CALIBRATION_QUERIES = 400  # enough that the probes calibrated vary little with the seed
 K = 10  # recall@K is what the calibration targets
 # Calibration queries are a stored row moved to this cosine from it (``calibration_queries``).
 QUERY_COSINE = 0.35
@@ -40,10 +32,9 @@ class Ivf:
     offsets: np.ndarray  # int64 (lists + 1,), 0 first and the base's rows last
     probes: int  # lists a query scores, calibrated
     recall: float  # mean recall@10 measured at ``probes`` when it was built
-    build_s: float  # what building it took: k-means, assignment, calibration
+    build_s: float  # k-means, assignment and calibration
     scan_share: float = 0.0  # mean share of the rows the calibration queries' probes scanned
-    # int8 codes of the stored rows and each row's scale (``quantize``; None: scored on float32)
-    codes: np.ndarray | None = None  # int8 (rows, dimensions), memory-mapped
+    codes: np.ndarray | None = None  # int8 (rows, dimensions) (``quantize``), memory-mapped
     scales: np.ndarray | None = None  # float32 (rows,)
 
     @property
@@ -70,8 +61,7 @@ class Ivf:
 
 @dataclass(frozen=True)
 class Built:
-    """An IVF of rows given in some order: ``permutation`` lists those rows list by list (the
-    order to store them in), and ``ivf`` describes the rows so stored."""
+    """An IVF of the rows stored in ``permutation``'s order."""
 
     ivf: Ivf
     permutation: np.ndarray  # int64: stored row i is given row permutation[i]
@@ -99,7 +89,7 @@ def lists_for(rows: int) -> int:
 
 
 def build(vectors: np.ndarray, target_recall: float) -> Built:
-    """Cluster ``vectors`` (unit float32 rows), assign every row and calibrate the probes."""
+    """The IVF of ``vectors`` (unit float32 rows), its probes calibrated."""
     started = time.perf_counter()
     rows = len(vectors)
     lists = lists_for(rows)
@@ -148,12 +138,8 @@ def calibration_queries(
     vectors: np.ndarray, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """(rows the queries come from, unit float32 queries): each a sampled row ``x`` moved to
-    cosine ``QUERY_COSINE`` from it, ``c x + sqrt(1 - c^2) n`` with ``n`` a random unit
-    direction orthogonal to ``x``. A question is not its paragraph: rows themselves as queries
-    calibrate far too few probes. Isotropic noise moves the ranking far less than a real
-    question's difference does, hence a cosine below a real question's (~0.6): at 0.35 the
-    calibration is near on generated vectors and errs towards recall on real ones, which costs
-    time, not answers (docs/performance.md, "Vector recall: exact, IVF, HNSW")."""
+    cosine ``c = QUERY_COSINE`` from it, ``c x + sqrt(1 - c^2) n`` with ``n`` a random unit
+    direction orthogonal to ``x`` (rows themselves as queries calibrate far too few probes)."""
     n = min(CALIBRATION_QUERIES, len(vectors))
     sources = np.sort(rng.choice(len(vectors), size=n, replace=False))
     rows = np.asarray(vectors[sources], dtype=np.float64)
@@ -173,11 +159,9 @@ def calibrate(
     rng: np.random.Generator,
 ) -> tuple[int, float, float]:
     """(probes, mean recall@10 there, mean share of the rows those probes scan): the fewest
-    lists to probe for mean recall@10 >= ``target_recall`` on the base's own
-    ``calibration_queries``, leave-one-out (the row a query comes from is excluded from the
-    exact answer and the IVF's alike). Recall@10 at ``p`` probes is the share of the exact top
-    10 whose list is among the query's ``p`` nearest centroids, so one exact scan and one
-    ranking of the centroids give it at every ``p`` at once."""
+    probes for mean recall@10 >= ``target_recall`` on ``calibration_queries``, each query's
+    source row excluded. Recall at ``p`` probes is the share of the exact top 10 whose list is
+    among the query's ``p`` nearest centroids: one exact scan gives it at every ``p``."""
     sources, queries = calibration_queries(vectors, rng)
     k = min(K, len(vectors) - 1)
     if k < 1:
