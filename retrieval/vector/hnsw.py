@@ -1,18 +1,10 @@
-"""The vector leg through pgvector's HNSW index, for knowledge bases too large for the exact
-in-memory path (``retrieval.vector.policy`` decides which serves a search).
+"""The vector leg through pgvector's HNSW index, for knowledge bases too large for the matrix.
 
-``knowledge_chunk.embedding`` has no fixed dimension (each knowledge base picks its model), so
-the HNSW indexes are partial expression indexes, one per dimension in use::
-
-    CREATE INDEX chunk_embedding_hnsw_384 ON knowledge_chunk
-        USING hnsw ((embedding::vector(384)) vector_cosine_ops) WHERE embedding_dimensions = 384
-
-and the query repeats that expression and predicate so the planner can use it. pgvector's
-iterative scan (``relaxed_order``) keeps scanning the graph until enough rows pass the filters;
-on a small knowledge base the planner prefers the btree and an exact sort, which is also right.
-Vectors of another model or dimension are never compared: both are in the WHERE clause. The
-query runs on the database the search reads (``retrieval.replica.search_reads``); index
-creation always on the primary. Recall at ``RAG_HNSW_EF_SEARCH``: docs/performance.md.
+``knowledge_chunk.embedding`` has no fixed dimension, so the HNSW indexes are partial expression
+indexes, one per dimension in use, and the query repeats that expression and predicate so the
+planner can use them (on a small knowledge base it prefers the btree and an exact sort, which is
+also right). Vectors of another model or dimension are never compared: both are in the WHERE
+clause. Indexes are created on the primary, searches run where the search reads.
 """
 
 from __future__ import annotations
@@ -69,9 +61,8 @@ ITERATIVE_SCAN = "relaxed_order"
 
 
 def ef_search(limit: int, wanted: int | None = None) -> int:
-    """The HNSW candidate list size for a search wanting ``limit`` rows: ``wanted`` (else
-    ``RAG_HNSW_EF_SEARCH``), and never fewer than the rows asked for. Why the default is what
-    it is: docs/performance.md, "Which path serves which size"."""
+    """The HNSW candidate list size: ``wanted`` (else ``RAG_HNSW_EF_SEARCH``), never fewer than
+    the ``limit`` rows asked for."""
     base = settings.RAG_HNSW_EF_SEARCH if wanted is None else wanted
     return max(1, int(base), int(limit))
 
@@ -103,10 +94,8 @@ def vector_search(
     )
     alias = search_reads()
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        # SET LOCAL: these scan settings end with this transaction (one round trip for all;
-        # they are ints and a constant, so they can be part of the statement). relaxed_order:
-        # with filters the scan goes on past ef_search until enough rows pass them (or
-        # max_scan_tuples were visited); the rows are sorted exactly below.
+        # These settings (ints and a constant) end with the transaction. relaxed_order: with
+        # filters the scan goes on past ef_search until enough rows pass them.
         cursor.execute(
             f"SET LOCAL hnsw.iterative_scan = {ITERATIVE_SCAN}; "
             f"SET LOCAL hnsw.ef_search = {ef_search(limit, ef)}; "
