@@ -1,11 +1,7 @@
 """The vector leg through pgvector's HNSW index, for knowledge bases too large for the matrix.
-
-``knowledge_chunk.embedding`` has no fixed dimension, so the HNSW indexes are partial expression
-indexes, one per dimension in use, and the query repeats that expression and predicate so the
-planner can use them (on a small knowledge base it prefers the btree and an exact sort, which is
-also right). Vectors of another model or dimension are never compared: both are in the WHERE
-clause. Indexes are created on the primary, searches run where the search reads.
-"""
+The embeddings have no fixed dimension, so the indexes are partial expression indexes, one per
+dimension, and the query repeats expression and predicate so the planner can use them. Vectors
+of another model or dimension are never compared: both are in the WHERE clause."""
 
 from __future__ import annotations
 

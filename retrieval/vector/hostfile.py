@@ -1,16 +1,12 @@
 """A knowledge base's vector matrix as files under ``VECTOR_HOST_DIR``, memory-mapped by every
 process of the host, so the page cache holds it once.
 
-A **base** is the matrix at one version: ``<tenant>/<kb>-<epoch>/<stamp key>-v<version>.*.npy``
-plus a ``.json`` header, written last, whose presence says the base is complete. Each file is
-written under a temporary name, flushed and renamed into place; arrays are plain ``.npy`` read
-with ``allow_pickle=False``; paths are made of the knowledge base row's integers, never of input.
-From ``VECTOR_IVF_MIN_ROWS`` rows a base has an IVF (``retrieval.vector.ivf``): its rows stored
-list by list as float16, with their int8 ``codes`` (of the float16 rows, so the bounds hold for
-the rows scored). A base in another layout, or whose files do not match its header, is ignored
-and written anew: bases are caches of the database, and ``retrieval.vector.matrix.load`` drops
-every row the database no longer vouches for. A new base replaces the older ones, which are
-unlinked (a mapped file stays valid once unlinked).
+A **base** is the matrix at one version: ``.npy`` files and a ``.json`` header written last, each
+renamed into place once flushed; paths are made of the knowledge base row's integers, never of
+input. An IVF base (``retrieval.vector.ivf``) stores its rows list by list as float16, with the
+int8 codes of those float16 rows. A base in another layout or not matching its header is ignored
+and written anew: bases are caches of the database (``retrieval.vector.matrix.load`` drops every
+row the database no longer vouches for). Older bases are unlinked; a mapped file stays valid.
 """
 
 from __future__ import annotations
@@ -38,13 +34,10 @@ from retrieval.vector.scan import Part, VectorMatrix
 
 logger = logging.getLogger(__name__)
 
-# A process rewrites the base once its private rows (changed since) or the base's dead rows
-# pass this fraction of the base.
-REBASE_FRACTION = 0.1
+REBASE_FRACTION = 0.1  # private and dead rows past this share of the base: rewrite it
 # How long a cold process waits for another one of the host writing the same matrix (then maps
 # it) before loading a private copy: longer than the largest cold load with its IVF build.
 WRITER_WAIT_S = 120.0
-# The layout of an IVF base's rows and codes, as its header names it.
 IVF_LAYOUT = {"row_type": "float16", "codes": "int8"}
 
 _LOCK_POLL_S = 0.05
@@ -302,7 +295,6 @@ def _parse(stem: str) -> tuple[str, int | None]:
 
 
 def forget(tenant_id: int, knowledge_base_id: int, epoch: int) -> None:
-    """Remove a deleted knowledge base's files."""
     shutil.rmtree(directory(tenant_id, knowledge_base_id, epoch), ignore_errors=True)
 
 
@@ -310,7 +302,6 @@ VECTOR_FILES = ("*.vec.npy", "*.codes.npy")  # the rows' own files (not ids, lis
 
 
 def host_bytes() -> int:
-    """Bytes of every vector file on this host, the rows and their codes."""
     root = Path(settings.VECTOR_HOST_DIR)
     if not root.is_dir():
         return 0

@@ -1,10 +1,6 @@
-"""An inverted file (IVF) over a large host base's vectors.
-
-The unit rows are clustered around ``lists`` centroids (spherical k-means on a seeded sample,
-then every row assigned in blocks, so memory stays bounded); a query scores only the rows of
-the ``probes`` lists whose centroids are nearest to it, calibrated per base on its own rows
-(``calibrate``). The host file stores the rows list by list, so a probed list is one slice.
-"""
+"""An inverted file (IVF) over a large host base's unit rows: spherical k-means on a seeded
+sample, every row assigned in blocks; a query scores the rows of the ``probes`` lists nearest to
+it, ``probes`` calibrated per base on its own rows (``calibrate``)."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ ROWS_PER_LIST = 50  # k-means sample: rows per list
 ITERATIONS = 8
 CALIBRATION_QUERIES = 400  # enough that the probes calibrated vary little with the seed
 K = 10  # recall@K is what the calibration targets
-# Calibration queries are a stored row moved to this cosine from it (``calibration_queries``).
-QUERY_COSINE = 0.35
+QUERY_COSINE = 0.35  # calibration queries' cosine with the row they come from
 _BLOCK_SCORES = 1 << 23  # float32 scores per block (32 MB) when rows meet centroids or queries
 
 
@@ -61,15 +56,12 @@ class Ivf:
 
 @dataclass(frozen=True)
 class Built:
-    """An IVF of the rows stored in ``permutation``'s order."""
-
     ivf: Ivf
     permutation: np.ndarray  # int64: stored row i is given row permutation[i]
 
 
 # A code is off by at most half a step in each dimension, so a row's cosine with a unit query q
-# is within scale * 0.5 * sum|q| of scale * (q . codes); 0.51 also covers the float32 sum's own
-# rounding (``retrieval.vector._compiled``).
+# is within scale * 0.5 * sum|q| of scale * (q . codes); 0.51 also covers float32 rounding.
 SLACK_PER_L1 = 0.51
 
 

@@ -1,15 +1,8 @@
-"""The vector leg's matrices (``retrieval.vector.scan``), one per knowledge base, kept by
-``MatrixCache`` and brought up to date by ``load``: the searchable chunks under the knowledge
-base's embedding model and dimension.
-
-Every change to a knowledge base's searchable chunks bumps its ``index_version``; a search asks
-for the version it read. An older matrix is brought up to date by a delta read in one snapshot
-with the version: the vectors of documents new or processed again, rows of documents gone
-dropped. Re-embedding saves the knowledge base row: another stamp (``updated_at``, provider,
-model, dimension) reloads the matrix in full. In a hybrid search a matrix at the keyword leg's
-BM25 view's version or later answers, so both legs catch up together. A host file is only a
-base, which the delta makes exactly this snapshot's rows.
-"""
+"""The vector leg's matrices (``retrieval.vector.scan``) of searchable chunks, one per knowledge
+base, kept by ``MatrixCache`` and brought up to ``index_version`` by ``load``: a delta read in
+one snapshot with the version fetches the documents new or processed again and drops the rows of
+the others. Another stamp (re-embedding saves the knowledge base row) reloads in full. A host
+file is only a base, which the delta makes exactly this snapshot's rows."""
 
 from __future__ import annotations
 
@@ -55,14 +48,11 @@ _ROWS = (
 
 @dataclass(frozen=True)
 class MatrixHandle:
-    """A matrix and how this search got it, for the trace."""
-
     matrix: VectorMatrix
     source: str  # l1, held, deferred, delta, load, file or rebase
     load_ms: float
 
     def trace(self, how: dict[str, Any] | None = None) -> dict[str, Any]:
-        """``how`` the matrix was searched (``search_traced``), where it came from, its size."""
         return {
             **(how or {"index": "exact"}),
             "source": self.source,
@@ -269,7 +259,6 @@ def wait_for_rebases(timeout: float | None = None) -> bool:
 
 
 def _mapped(folder, stamp: tuple, dimensions: int) -> VectorMatrix | None:
-    """A matrix on the host's newest valid base of this stamp, if host files are on."""
     return hostfile.newest(folder, stamp, dimensions) if hostfile.enabled() else None
 
 
@@ -342,7 +331,6 @@ _cache_lock = threading.Lock()
 
 
 def get_matrix_cache() -> MatrixCache:
-    """This process's cache, created on first use."""
     global _cache
     if _cache is None:
         with _cache_lock:

@@ -61,7 +61,7 @@ def nearest_chunks(
 def _matrix(
     knowledge_base: KnowledgeBase, keyword: KnownDocuments | None = None
 ) -> MatrixHandle | None:
-    """The matrix, or None for HNSW (too large, or the load failed but not in the database)."""
+    """The matrix, or None for HNSW (too large, or the load failed outside the database)."""
     if settings.VECTOR_L1_MAX_BYTES <= 0:
         return None
     try:

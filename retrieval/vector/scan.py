@@ -1,10 +1,7 @@
-"""A knowledge base's vectors in memory and their search: ``VectorMatrix``.
-
-Rows are unit length, so a dot product is the cosine similarity; a zero vector scores 0; ties
-go by chunk id, as in the SQL path. Without filters, a base with an IVF has only its probed
-lists scored, plus every private row. An IVF base's rows are bounded on their int8 codes first,
-and only those that can reach the top k are scored: the same top k as scoring them all.
-"""
+"""A knowledge base's vectors in memory and their search: ``VectorMatrix``. Rows are unit
+length, so a dot product is the cosine similarity; a zero vector scores 0; ties go by chunk id,
+as in the SQL path. An IVF base's rows are bounded on their int8 codes and only those that can
+reach the top k are scored: the same top k as scoring them all."""
 
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ from retrieval.core import stamps
 from retrieval.vector import kernels
 from retrieval.vector.ivf import SLACK_PER_L1, Ivf
 
-# Rows scored exactly before the floor is set, per row wanted (``Part._bounded``).
-_HEAD = 4
+_HEAD = 4  # rows scored exactly to set the floor, per row wanted (``Part._bounded``)
 _ALL_LIVE = np.zeros(0, dtype=np.bool_)  # ``upper_bounds``: no live mask
 
 
@@ -157,7 +153,6 @@ class VectorMatrix:
         return sum(len(part) for part in self.parts)
 
     def live_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ids ascending, document ids, vectors) of every live row, copied out of the parts."""
         return live_rows_of(self.parts, self.dimensions)
 
     @property
@@ -220,7 +215,6 @@ _blas: ThreadpoolController | None = None
 
 
 def blas_threads():
-    """Limit BLAS to ``VECTOR_SCAN_THREADS`` threads."""
     global _blas
     if _blas is None:
         _blas = ThreadpoolController()

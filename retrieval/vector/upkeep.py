@@ -1,11 +1,7 @@
-"""Upkeep of the chunk table and its HNSW indexes after large deletes.
-
-After a large delete, vacuuming an HNSW index is slower than building it again (pgvector's
-advice: reindex first, then vacuum). So past ``RAG_VACUUM_DEAD_RATIO`` dead rows and at least
-``RAG_VACUUM_MIN_DEAD_ROWS``, ``tidy_chunk_table`` drops the invalid HNSW indexes an interrupted
-``REINDEX ... CONCURRENTLY`` left (PostgreSQL maintains them on every write), rebuilds the valid
-ones concurrently and vacuums the table; one process at a time (an advisory lock).
-"""
+"""Upkeep of the chunk table and its HNSW indexes after large deletes, where vacuuming an HNSW
+index is slower than building it again (pgvector: reindex first, then vacuum). The invalid
+indexes an interrupted ``REINDEX ... CONCURRENTLY`` left are dropped (PostgreSQL maintains them
+on every write); one process at a time (an advisory lock)."""
 
 from __future__ import annotations
 
