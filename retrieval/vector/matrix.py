@@ -249,15 +249,6 @@ def _rebase(key: str, folder, matrix: VectorMatrix) -> None:
             _rebasing.pop(key, None)
 
 
-def wait_for_rebases(timeout: float | None = None) -> bool:
-    """Wait for this process's background rebases; whether none is left under way."""
-    with _rebasing_lock:
-        threads = list(_rebasing.values())
-    for thread in threads:
-        thread.join(timeout)
-    return not any(thread.is_alive() for thread in threads)
-
-
 def _mapped(folder, stamp: tuple, dimensions: int) -> VectorMatrix | None:
     return hostfile.newest(folder, stamp, dimensions) if hostfile.enabled() else None
 

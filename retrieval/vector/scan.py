@@ -155,14 +155,6 @@ class VectorMatrix:
     def live_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return live_rows_of(self.parts, self.dimensions)
 
-    @property
-    def ids(self) -> np.ndarray:
-        return self.live_rows()[0]
-
-    @property
-    def vectors(self) -> np.ndarray:
-        return self.live_rows()[2]
-
     def search(
         self, query_vector, limit: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
