@@ -6,8 +6,7 @@ import numpy as np
 from numba import njit
 
 
-# fastmath: the float32 sum may be reassociated; its rounding error is inside the slack
-# (``retrieval.vector.ivf.SLACK_PER_L1``).
+# fastmath: the float32 sum may be reassociated; its rounding is inside ``ivf.SLACK_PER_L1``.
 @njit(cache=True, nogil=True, fastmath=True, boundscheck=False, error_model="numpy")
 def upper_bounds(codes, scales, query, slack, starts, stops, live, rows, bounds):
     """For each live row ``i`` of the runs ``starts[r]:stops[r]``, in order: ``rows[n] = i`` and

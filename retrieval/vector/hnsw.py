@@ -1,7 +1,6 @@
-"""The vector leg through pgvector's HNSW index, for knowledge bases too large for the matrix.
-The embeddings have no fixed dimension, so the indexes are partial expression indexes, one per
-dimension, and the query repeats expression and predicate so the planner can use them. Vectors
-of another model or dimension are never compared: both are in the WHERE clause."""
+"""The vector leg through pgvector's HNSW index: partial expression indexes, one per dimension
+(embeddings have none fixed), whose expression and predicate the query repeats so the planner
+can use them. Vectors of another model or dimension are never compared."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ def index_name(dimensions: int) -> str:
 
 
 def ensure_vector_index(dimensions: int) -> bool:
-    """Create the HNSW index for vectors of this dimension if it is missing; True if created.
-    Runs outside any transaction (CREATE INDEX CONCURRENTLY does not block writers)."""
+    """Create this dimension's HNSW index concurrently if missing; whether it was created."""
     dimensions = int(dimensions)
     if dimensions <= 0 or dimensions > 2000:  # pgvector's HNSW limit for `vector`
         return False
@@ -57,8 +55,7 @@ ITERATIVE_SCAN = "relaxed_order"
 
 
 def ef_search(limit: int, wanted: int | None = None) -> int:
-    """The HNSW candidate list size: ``wanted`` (else ``RAG_HNSW_EF_SEARCH``), never fewer than
-    the ``limit`` rows asked for."""
+    """The candidate list size: ``wanted`` (else ``RAG_HNSW_EF_SEARCH``), at least ``limit``."""
     base = settings.RAG_HNSW_EF_SEARCH if wanted is None else wanted
     return max(1, int(base), int(limit))
 

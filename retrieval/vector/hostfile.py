@@ -1,13 +1,9 @@
 """A knowledge base's vector matrix as files under ``VECTOR_HOST_DIR``, memory-mapped by every
-process of the host, so the page cache holds it once.
-
-A **base** is the matrix at one version: ``.npy`` files and a ``.json`` header written last, each
-renamed into place once flushed; paths are made of the knowledge base row's integers, never of
-input. An IVF base (``retrieval.vector.ivf``) stores its rows list by list as float16, with the
-int8 codes of those float16 rows. A base in another layout or not matching its header is ignored
-and written anew: bases are caches of the database (``retrieval.vector.matrix.load`` drops every
-row the database no longer vouches for). Older bases are unlinked; a mapped file stays valid.
-"""
+process of the host. A **base** is the matrix at one version: ``.npy`` files and a ``.json``
+header written last, each renamed into place once flushed; paths are made of integers, never of
+input. An IVF base stores its rows list by list as float16, with the int8 codes of those rows.
+A base in another layout or not matching its header is ignored and written anew: bases are
+caches of the database. Older bases are unlinked (a mapped file stays valid)."""
 
 from __future__ import annotations
 
@@ -35,9 +31,7 @@ from retrieval.vector.scan import Part, VectorMatrix
 logger = logging.getLogger(__name__)
 
 REBASE_FRACTION = 0.1  # private and dead rows past this share of the base: rewrite it
-# How long a cold process waits for another one of the host writing the same matrix (then maps
-# it) before loading a private copy: longer than the largest cold load with its IVF build.
-WRITER_WAIT_S = 120.0
+WRITER_WAIT_S = 120.0  # how long a cold process waits for another one writing its base
 IVF_LAYOUT = {"row_type": "float16", "codes": "int8"}
 
 _LOCK_POLL_S = 0.05

@@ -150,10 +150,9 @@ def calibrate(
     target_recall: float,
     rng: np.random.Generator,
 ) -> tuple[int, float, float]:
-    """(probes, mean recall@10 there, mean share of the rows those probes scan): the fewest
-    probes for mean recall@10 >= ``target_recall`` on ``calibration_queries``, each query's
-    source row excluded. Recall at ``p`` probes is the share of the exact top 10 whose list is
-    among the query's ``p`` nearest centroids: one exact scan gives it at every ``p``."""
+    """(probes, mean recall@10 there, mean share of rows scanned): the fewest probes for mean
+    recall@10 >= ``target_recall`` on ``calibration_queries``, source rows excluded. One exact
+    scan gives recall at every ``p``: the share of the top 10 in the ``p`` nearest lists."""
     sources, queries = calibration_queries(vectors, rng)
     k = min(K, len(vectors) - 1)
     if k < 1:

@@ -1,8 +1,7 @@
-"""The vector leg's matrices (``retrieval.vector.scan``) of searchable chunks, one per knowledge
-base, kept by ``MatrixCache`` and brought up to ``index_version`` by ``load``: a delta read in
-one snapshot with the version fetches the documents new or processed again and drops the rows of
-the others. Another stamp (re-embedding saves the knowledge base row) reloads in full. A host
-file is only a base, which the delta makes exactly this snapshot's rows."""
+"""The vector leg's matrices of searchable chunks, kept by ``MatrixCache`` and brought up to
+``index_version`` by ``load``: a delta, read in one snapshot with the version, fetches documents
+new or processed again and drops the others' rows; another stamp (re-embedding saves the
+knowledge base row) reloads in full. A host file is only a base for the delta."""
 
 from __future__ import annotations
 
@@ -62,8 +61,7 @@ class MatrixHandle:
 
 
 class MatrixCache:
-    """This process's matrices, least recently used dropped first beyond ``max_bytes``.
-    ``get`` returns None for a knowledge base whose matrix would not fit: search it with HNSW."""
+    """This process's matrices, least recently used dropped first; None for one too large."""
 
     def __init__(self, max_bytes: int, size_limit: int | None = None) -> None:
         # The largest matrix searched exactly: the host's budget with host files.
@@ -184,8 +182,7 @@ def load(
 def _state(
     alias: str, knowledge_base: KnowledgeBase, known: KnownDocuments | None
 ) -> tuple[int, tuple, stamps.Stamps, int]:
-    """(index_version, stamp, documents' processed_at, chunks) in the caller's snapshot; the
-    documents from ``known`` when it is of that version."""
+    """(index_version, stamp, documents' processed_at, chunks) in the caller's snapshot."""
     with connections[alias].cursor() as cursor:
         cursor.execute(_SELECT_KB, [knowledge_base.pk, knowledge_base.tenant_id])
         row = cursor.fetchone()
@@ -212,19 +209,18 @@ _rebasing: dict[str, threading.Thread] = {}  # host folder -> this process's reb
 _rebasing_lock = threading.Lock()
 
 
-def rebase_in_background(folder, matrix: VectorMatrix) -> threading.Thread | None:
-    """Write ``matrix``'s live rows as the host's new base in a thread (one per knowledge base;
-    None when one is under way) while searches go on; the next delta takes the new base up."""
+def rebase_in_background(folder, matrix: VectorMatrix) -> None:
+    """Write ``matrix``'s live rows as the host's new base in a thread (one per knowledge base)
+    while searches go on; the next delta takes the new base up."""
     key = str(folder)
     with _rebasing_lock:
         if key in _rebasing:
-            return None
+            return
         thread = threading.Thread(
             target=_rebase, args=(key, folder, matrix), name="rag-vector-rebase", daemon=True
         )
         _rebasing[key] = thread
     thread.start()
-    return thread
 
 
 def _rebase(key: str, folder, matrix: VectorMatrix) -> None:
@@ -275,8 +271,7 @@ def _of_documents(documents: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 
 
 def _written(folder, stamp, version, ids, owners, vectors, processed) -> VectorMatrix | None:
-    """A matrix on a host base of these rows, written now; None when host files are off,
-    another process is writing one, or the disk refused."""
+    """A matrix on a host base of these rows, written now; None if none was written."""
     if not hostfile.enabled():
         return None
     try:
@@ -290,8 +285,7 @@ def _written(folder, stamp, version, ids, owners, vectors, processed) -> VectorM
 def _fetch(
     alias: str, params: list, documents: list[int] | None, dimensions: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(chunk ids ascending, their document ids, unit float32 rows) of the matching chunks on
-    ``alias``, of ``documents`` only unless it is None."""
+    """(chunk ids ascending, document ids, unit float32 rows), of ``documents`` only if given."""
     if documents is not None and not documents:
         empty = np.empty(0, dtype=np.int64)
         return empty, empty, np.empty((0, dimensions), dtype=np.float32)

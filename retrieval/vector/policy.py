@@ -1,6 +1,5 @@
-"""The vector leg's policy: this process's matrix (``retrieval.vector.matrix``) while the
-knowledge base's vectors fit its budget, else pgvector's HNSW index (``retrieval.vector.hnsw``),
-which also serves when the matrix cannot be loaded for a reason other than the database."""
+"""The vector leg's policy: this process's matrix while the knowledge base fits its budget, else
+pgvector's HNSW index, which also serves when the matrix fails to load outside the database."""
 
 from __future__ import annotations
 
@@ -31,9 +30,8 @@ def nearest_chunks(
     keyword: KnownDocuments | None = None,
 ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
     """Up to ``limit`` (chunk id, cosine similarity), best first, ties by chunk id, and a trace
-    whose ``index`` says which path served (``exact``, ``ivf`` or ``hnsw``). ``knowledge_base``
-    was read just now; ``allowed`` gives the ids the filters let through, when cached;
-    ``keyword``: as in ``MatrixCache.get``. Raises KnowledgeBase.DoesNotExist if it is gone."""
+    whose ``index`` names the path (``exact``, ``ivf`` or ``hnsw``). ``allowed``: the filters'
+    ids, when cached. Raises KnowledgeBase.DoesNotExist if the knowledge base is gone."""
     wanted, limit = limit, limit + len(filters.exclude_chunk_ids)
     handle = _matrix(knowledge_base, keyword)
     if handle is not None:

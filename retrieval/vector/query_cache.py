@@ -1,5 +1,4 @@
-"""A query's vector under a model, in Redis for a day, so a repeated query costs no embedding
-call. Redis being down only costs the cache."""
+"""A query's vector under a model, in Redis for a day; Redis being down only costs the cache."""
 
 from __future__ import annotations
 

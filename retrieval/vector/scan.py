@@ -1,7 +1,6 @@
-"""A knowledge base's vectors in memory and their search: ``VectorMatrix``. Rows are unit
-length, so a dot product is the cosine similarity; a zero vector scores 0; ties go by chunk id,
-as in the SQL path. An IVF base's rows are bounded on their int8 codes and only those that can
-reach the top k are scored: the same top k as scoring them all."""
+"""A knowledge base's vectors in memory and their search. Rows are unit length (a zero vector
+scores 0); ties go by chunk id, as in SQL. An IVF base's rows are bounded on their int8 codes
+and only those that can reach the top k are scored: the same top k as scoring them all."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ _ALL_LIVE = np.zeros(0, dtype=np.bool_)  # ``upper_bounds``: no live mask
 
 @dataclass(frozen=True)
 class Part:
-    """Rows of a matrix; a shared part is memory-mapped from a host file. Ids ascend, except
-    in a base stored list by list for its IVF."""
+    """Rows of a matrix, memory-mapped from a host file when shared; ids ascend unless ``order``."""
 
     ids: np.ndarray  # int64
     vectors: np.ndarray  # (len(ids), dimensions): float32, float16 in an IVF base
@@ -89,10 +87,9 @@ class Part:
     def _bounded(
         self, query: np.ndarray, starts: np.ndarray, stops: np.ndarray, limit: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, exact scores) of the live rows of the runs ``starts[i]:stops[i]``: a superset of
-        the best ``limit``. The ``limit``-th best exact score among the ``_HEAD * limit`` rows of
-        highest bound, ``floor``, is reached by each of the true best ``limit``, so every row
-        whose bound reaches it is returned."""
+        """(ids, exact scores) of the live rows of the runs ``starts[i]:stops[i]`` whose bound
+        reaches ``floor``, the ``limit``-th best exact score of the ``_HEAD * limit`` rows of
+        highest bound, which each of the true best ``limit`` reaches: a superset of them."""
         scanned = int((stops - starts).sum())
         rows, bounds = np.empty(scanned, np.int64), np.empty(scanned, np.float32)
         live = _ALL_LIVE if self.live is None else self.live
@@ -158,8 +155,7 @@ class VectorMatrix:
     def search(
         self, query_vector, limit: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
-        """Up to ``limit`` (chunk id, cosine similarity), most similar first, ties by chunk id;
-        only chunks in ``allowed`` (ids) when it is given."""
+        """Up to ``limit`` (chunk id, similarity), best first; of ``allowed`` ids only if given."""
         return self.search_traced(query_vector, limit, allowed)[0]
 
     def search_traced(

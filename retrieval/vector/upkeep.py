@@ -1,7 +1,6 @@
-"""Upkeep of the chunk table and its HNSW indexes after large deletes, where vacuuming an HNSW
-index is slower than building it again (pgvector: reindex first, then vacuum). The invalid
-indexes an interrupted ``REINDEX ... CONCURRENTLY`` left are dropped (PostgreSQL maintains them
-on every write); one process at a time (an advisory lock)."""
+"""Upkeep of the chunk table after large deletes: HNSW indexes rebuilt, then the table vacuumed
+(pgvector's advice: faster than vacuuming the indexes), and the invalid indexes an interrupted
+``REINDEX ... CONCURRENTLY`` left dropped; one process at a time (an advisory lock)."""
 
 from __future__ import annotations
 
