@@ -6,14 +6,12 @@ import numpy as np
 from numba import njit
 
 
-# fastmath: the float32 sum may be reassociated (vectorised); its rounding error, under
-# d * 2**-24 * 127 * sum|query| (0.003 sum|query| at 384 dimensions), is inside the slack.
+# fastmath: the float32 sum may be reassociated; its rounding is inside ``ivf.SLACK_PER_L1``.
 @njit(cache=True, nogil=True, fastmath=True, boundscheck=False, error_model="numpy")
 def upper_bounds(codes, scales, query, slack, starts, stops, live, rows, bounds):
-    """For each live row ``i`` of the runs ``starts[r]:stops[r]``, in order: ``rows[n] = i``
-    and ``bounds[n] = scales[i] * (query . codes[i] + slack)``, an upper bound of the row's
-    cosine with ``query`` (``retrieval.vector.ivf.quantize``). ``live`` empty: every row is
-    live. Returns how many were written."""
+    """For each live row ``i`` of the runs ``starts[r]:stops[r]``, in order: ``rows[n] = i`` and
+    ``bounds[n] = scales[i] * (query . codes[i] + slack)``, an upper bound of its cosine with
+    ``query``. ``live`` empty: every row is live. Returns how many were written."""
     n = 0
     dimensions = query.size
     for r in range(starts.size):

@@ -1,19 +1,6 @@
-"""The vector leg through pgvector's HNSW index, for knowledge bases too large for the exact
-in-memory path (``retrieval.vector.policy`` decides which serves a search).
-
-``knowledge_chunk.embedding`` has no fixed dimension (each knowledge base picks its model), so
-the HNSW indexes are partial expression indexes, one per dimension in use::
-
-    CREATE INDEX chunk_embedding_hnsw_384 ON knowledge_chunk
-        USING hnsw ((embedding::vector(384)) vector_cosine_ops) WHERE embedding_dimensions = 384
-
-and the query repeats that expression and predicate so the planner can use it. pgvector's
-iterative scan (``relaxed_order``) keeps scanning the graph until enough rows pass the filters;
-on a small knowledge base the planner prefers the btree and an exact sort, which is also right.
-Vectors of another model or dimension are never compared: both are in the WHERE clause. The
-query runs on the database the search reads (``retrieval.replica.search_reads``); index
-creation always on the primary. Recall at ``RAG_HNSW_EF_SEARCH``: docs/performance.md.
-"""
+"""The vector leg through pgvector's HNSW index: partial expression indexes, one per dimension
+(embeddings have none fixed), whose expression and predicate the query repeats so the planner
+can use them. Vectors of another model or dimension are never compared."""
 
 from __future__ import annotations
 
@@ -40,8 +27,7 @@ def index_name(dimensions: int) -> str:
 
 
 def ensure_vector_index(dimensions: int) -> bool:
-    """Create the HNSW index for vectors of this dimension if it is missing; True if created.
-    Runs outside any transaction (CREATE INDEX CONCURRENTLY does not block writers)."""
+    """Create this dimension's HNSW index concurrently if missing; whether it was created."""
     dimensions = int(dimensions)
     if dimensions <= 0 or dimensions > 2000:  # pgvector's HNSW limit for `vector`
         return False
@@ -69,9 +55,7 @@ ITERATIVE_SCAN = "relaxed_order"
 
 
 def ef_search(limit: int, wanted: int | None = None) -> int:
-    """The HNSW candidate list size for a search wanting ``limit`` rows: ``wanted`` (else
-    ``RAG_HNSW_EF_SEARCH``), and never fewer than the rows asked for. Why the default is what
-    it is: docs/performance.md, "Which path serves which size"."""
+    """The candidate list size: ``wanted`` (else ``RAG_HNSW_EF_SEARCH``), at least ``limit``."""
     base = settings.RAG_HNSW_EF_SEARCH if wanted is None else wanted
     return max(1, int(base), int(limit))
 
@@ -103,10 +87,8 @@ def vector_search(
     )
     alias = search_reads()
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        # SET LOCAL: these scan settings end with this transaction (one round trip for all;
-        # they are ints and a constant, so they can be part of the statement). relaxed_order:
-        # with filters the scan goes on past ef_search until enough rows pass them (or
-        # max_scan_tuples were visited); the rows are sorted exactly below.
+        # These settings (ints and a constant) end with the transaction. relaxed_order: with
+        # filters the scan goes on past ef_search until enough rows pass them.
         cursor.execute(
             f"SET LOCAL hnsw.iterative_scan = {ITERATIVE_SCAN}; "
             f"SET LOCAL hnsw.ef_search = {ef_search(limit, ef)}; "

@@ -1,29 +1,9 @@
 """A knowledge base's vector matrix as files under ``VECTOR_HOST_DIR``, memory-mapped by every
-process of the host: the page cache holds the matrix once, however many workers search it.
-
-A **base** is the matrix at one version: ``<tenant>/<kb>-<epoch>/<stamp>-v<version>.*.npy``
-(``ids``, ``docs``, ``vec``) plus a ``.json`` header written last, whose presence says the base
-is complete: the version, the knowledge base row's stamp (updated_at, provider, model,
-dimension: another stamp means other vectors) and each document's ``processed_at``. Each file is
-written under a temporary name, flushed and renamed into place, so a reader never maps a
-half-written one; arrays are plain ``.npy`` read with ``allow_pickle=False``, and paths are made
-of the knowledge base row's integers, never of input.
-
-A base of ``VECTOR_IVF_MIN_ROWS`` rows or more carries an inverted file (``retrieval.vector.ivf``,
-built and calibrated by the writer): its rows are stored list by list, so a probed list is one
-slice of the mapped matrix, as float16, beside ``centroids``, ``offsets`` (where each list
-starts), ``order`` (the rows by ascending id) and the rows' int8 ``codes`` and ``scales``
-(``ivf.quantize``, of the float16 rows, so their bounds hold for the rows scored). The header's
-``ivf`` entry names that layout; a base in any other layout, or whose files do not match their
-header, is ignored and written anew (bases are caches of the database).
-
-A base is never trusted beyond what the database says: the matrix built on it drops every row
-whose document is not among the searchable ones with the same ``processed_at`` now, and fetches
-the rest (``retrieval.vector.matrix.load``). Rows changed since stay in each process's memory
-until they pass ``REBASE_FRACTION`` of the base; then one process (a non-blocking lock per
-knowledge base) writes a new base beside its searches and deletes older ones (a mapped file
-stays valid once unlinked).
-"""
+process of the host. A **base** is the matrix at one version: ``.npy`` files and a ``.json``
+header written last, each renamed into place once flushed; paths are made of integers, never of
+input. An IVF base stores its rows list by list as float16, with the int8 codes of those rows.
+A base in another layout or not matching its header is ignored and written anew: bases are
+caches of the database. Older bases are unlinked (a mapped file stays valid)."""
 
 from __future__ import annotations
 
@@ -50,14 +30,8 @@ from retrieval.vector.scan import Part, VectorMatrix
 
 logger = logging.getLogger(__name__)
 
-# A process rewrites the base once its private rows (changed since) or the base's dead rows
-# pass this fraction of the base.
-REBASE_FRACTION = 0.1
-# How long a cold process waits for another one of the host loading the same matrix (then maps
-# its file) before loading a private copy: beyond a cold load with its IVF build at the largest
-# size searched exactly.
-WRITER_WAIT_S = 120.0
-# The layout of an IVF base's rows and codes, as its header names it.
+REBASE_FRACTION = 0.1  # private and dead rows past this share of the base: rewrite it
+WRITER_WAIT_S = 120.0  # how long a cold process waits for another one writing its base
 IVF_LAYOUT = {"row_type": "float16", "codes": "int8"}
 
 _LOCK_POLL_S = 0.05
@@ -78,8 +52,7 @@ def stamp_key(stamp: tuple) -> str:
 
 
 def newest(folder: Path, stamp: tuple, dimensions: int) -> VectorMatrix | None:
-    """The newest complete base of this stamp in ``folder``, mapped as a matrix of one shared
-    part; None if none checks out."""
+    """The newest valid base of this stamp in ``folder``, mapped as a matrix of one shared part."""
     candidates = []
     for meta in folder.glob(f"{stamp_key(stamp)}-v*.json") if folder.is_dir() else ():
         with contextlib.suppress(ValueError):
@@ -121,9 +94,8 @@ def _open(meta: Path, version: int, stamp: tuple, dimensions: int) -> VectorMatr
 
 
 def _arrays(stem: Path, header: dict, dimensions: int) -> dict[str, np.ndarray]:
-    """A base's arrays by suffix, mapped, each checked against its header (ValueError if one
-    does not match: the base is ignored like any other damaged one). Plain ndarray views of the
-    mappings, which stay open through them: a memmap's slices cost a Python call each."""
+    """A base's arrays by suffix, mapped as plain ndarray views (a memmap's slices cost a Python
+    call each); ValueError if one does not match the header."""
     rows, entry = int(header["rows"]), header.get("ivf")
     expected = {"ids": (np.int64, (rows,)), "docs": (np.int64, (rows,))}
     expected["vec"] = (np.float32, (rows, dimensions))
@@ -172,9 +144,8 @@ def write(
     vectors: np.ndarray,
     processed: Stamps,
 ) -> VectorMatrix | None:
-    """Write a base of these rows (ids ascending, float32 unit vectors), with an IVF from
-    ``VECTOR_IVF_MIN_ROWS`` rows, map it back and delete older bases; None when another
-    process is writing one for this knowledge base (keep the rows in memory this time)."""
+    """Write a base of these rows (ids ascending, float32 unit vectors), map it back and delete
+    older bases; None when another process is writing one for this knowledge base."""
     with exclusive(folder, wait_s=0) as locked:
         if not locked:
             return None
@@ -200,8 +171,7 @@ def write(
 
 
 def _write_ivf(stem: Path, ids: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, dict]:
-    """Build the rows' IVF and write its files and the rows' codes; (the order to store the
-    rows in, the header's ``ivf`` entry)."""
+    """Write the rows' IVF and codes; (the order to store the rows in, the header's entry)."""
     target = settings.VECTOR_IVF_TARGET_RECALL
     built = build_ivf(vectors, target)
     permutation, ivf = built.permutation, built.ivf
@@ -212,7 +182,7 @@ def _write_ivf(stem: Path, ids: np.ndarray, vectors: np.ndarray) -> tuple[np.nda
 
     def codes_of(rows: np.ndarray) -> np.ndarray:
         codes, row_scales = quantize(_half(rows))  # the rows a search scores: float16
-        scales.append(row_scales)  # (the empty block that tells the dtype adds nothing)
+        scales.append(row_scales)
         return codes
 
     _write_atomically(Path(f"{stem}.codes.npy"), vectors, permutation, codes_of)
@@ -239,9 +209,8 @@ def _write_atomically(
     permutation: np.ndarray | None = None,
     transform: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> None:
-    """``data`` (its rows in ``permutation``'s order when given, each block of them through
-    ``transform`` when given) to ``path``, whole or not at all. Permuted rows are written a
-    block at a time: no second copy of a large matrix."""
+    """``data`` to ``path``, whole or not at all; with ``permutation``, its rows in that order a
+    block at a time (no second copy), each block through ``transform`` when given."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(temporary, "wb") as handle:
         if isinstance(data, bytes):
@@ -267,10 +236,8 @@ _held = threading.local()  # folders whose writer lock this thread holds
 
 @contextlib.contextmanager
 def exclusive(folder: Path, wait_s: float = WRITER_WAIT_S):
-    """The host's writer lock of ``folder``, waiting up to ``wait_s`` while another process
-    holds it; yields whether it was taken (at once if this thread holds it). A cold process
-    loads inside it, so the processes of a host that start cold together write the matrix
-    once and the others map it."""
+    """The host's writer lock of ``folder``, waiting up to ``wait_s``; yields whether it was
+    taken (at once if this thread holds it)."""
     held = _held.__dict__.setdefault("folders", set())
     if folder in held:
         yield True
@@ -296,9 +263,8 @@ def exclusive(folder: Path, wait_s: float = WRITER_WAIT_S):
 
 
 def _remove_older(folder: Path, keep: str) -> None:
-    """Delete what ``keep`` (``<stamp key>-v<version>``) supersedes: bases of another stamp or
-    an older version, and temporary files writers left behind (the caller holds the writer
-    lock). A newer base, written by a process that saw a later version first, stays."""
+    """Delete bases of another stamp or older than ``keep`` (``<stamp key>-v<version>``) and
+    leftover temporary files; the caller holds the writer lock."""
     key, version = _parse(keep)
     for path in folder.iterdir():
         name = path.name
@@ -323,7 +289,6 @@ def _parse(stem: str) -> tuple[str, int | None]:
 
 
 def forget(tenant_id: int, knowledge_base_id: int, epoch: int) -> None:
-    """Remove a deleted knowledge base's files (processes that map them keep their pages)."""
     shutil.rmtree(directory(tenant_id, knowledge_base_id, epoch), ignore_errors=True)
 
 
@@ -331,8 +296,6 @@ VECTOR_FILES = ("*.vec.npy", "*.codes.npy")  # the rows' own files (not ids, lis
 
 
 def host_bytes() -> int:
-    """Bytes of every vector file on this host, the rows and their codes (what the page cache
-    holds once for all processes)."""
     root = Path(settings.VECTOR_HOST_DIR)
     if not root.is_dir():
         return 0

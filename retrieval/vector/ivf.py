@@ -1,17 +1,6 @@
-"""An inverted file (IVF) over a large host base's vectors: the vector leg's path past the exact
-scan's latency budget (figures: docs/performance.md, "Vector recall: exact, IVF, HNSW").
-
-The base's unit rows are clustered around ``lists`` centroids (about 2 sqrt(rows); spherical
-k-means on a seeded sample of ``ROWS_PER_LIST`` rows per list, then every row assigned in
-blocks, so memory stays bounded), and a query scores only the rows of the ``probes`` lists
-whose centroids are nearest to it. The host file stores the rows list by list
-(``retrieval.vector.hostfile``), so a probed list is one contiguous slice of the mapped matrix.
-How many lists to probe depends on the vectors, so it is calibrated per base on its own rows
-(``calibrate``). The rows are also stored as int8 codes with a scale per row (``quantize``): a
-search bounds every probed row's score from its codes and scores exactly only the rows that can
-reach its top k (``retrieval.vector.scan.Part.probed``). The IVF is kept whatever share of the
-rows its probes scan: where every core is busy, its one-thread CPU stays below the exact scan's.
-"""
+"""An inverted file (IVF) over a large host base's unit rows: spherical k-means on a seeded
+sample, every row assigned in blocks; a query scores the rows of the ``probes`` lists nearest to
+it, ``probes`` calibrated per base on its own rows (``calibrate``)."""
 
 from __future__ import annotations
 
@@ -24,11 +13,9 @@ import numpy as np
 SEED = 20261123  # the sample, the initial centroids and the calibration queries: reproducible
 ROWS_PER_LIST = 50  # k-means sample: rows per list
 ITERATIONS = 8
-# Enough queries that the probes calibrated vary little with the seed.
-CALIBRATION_QUERIES = 400
+CALIBRATION_QUERIES = 400  # enough that the probes calibrated vary little with the seed
 K = 10  # recall@K is what the calibration targets
-# Calibration queries are a stored row moved to this cosine from it (``calibration_queries``).
-QUERY_COSINE = 0.35
+QUERY_COSINE = 0.35  # calibration queries' cosine with the row they come from
 _BLOCK_SCORES = 1 << 23  # float32 scores per block (32 MB) when rows meet centroids or queries
 
 
@@ -40,10 +27,9 @@ class Ivf:
     offsets: np.ndarray  # int64 (lists + 1,), 0 first and the base's rows last
     probes: int  # lists a query scores, calibrated
     recall: float  # mean recall@10 measured at ``probes`` when it was built
-    build_s: float  # what building it took: k-means, assignment, calibration
+    build_s: float  # k-means, assignment and calibration
     scan_share: float = 0.0  # mean share of the rows the calibration queries' probes scanned
-    # int8 codes of the stored rows and each row's scale (``quantize``; None: scored on float32)
-    codes: np.ndarray | None = None  # int8 (rows, dimensions), memory-mapped
+    codes: np.ndarray | None = None  # int8 (rows, dimensions) (``quantize``), memory-mapped
     scales: np.ndarray | None = None  # float32 (rows,)
 
     @property
@@ -70,16 +56,12 @@ class Ivf:
 
 @dataclass(frozen=True)
 class Built:
-    """An IVF of rows given in some order: ``permutation`` lists those rows list by list (the
-    order to store them in), and ``ivf`` describes the rows so stored."""
-
     ivf: Ivf
     permutation: np.ndarray  # int64: stored row i is given row permutation[i]
 
 
 # A code is off by at most half a step in each dimension, so a row's cosine with a unit query q
-# is within scale * 0.5 * sum|q| of scale * (q . codes); 0.51 also covers the float32 sum's own
-# rounding (``retrieval.vector._compiled``).
+# is within scale * 0.5 * sum|q| of scale * (q . codes); 0.51 also covers float32 rounding.
 SLACK_PER_L1 = 0.51
 
 
@@ -99,7 +81,7 @@ def lists_for(rows: int) -> int:
 
 
 def build(vectors: np.ndarray, target_recall: float) -> Built:
-    """Cluster ``vectors`` (unit float32 rows), assign every row and calibrate the probes."""
+    """The IVF of ``vectors`` (unit float32 rows), its probes calibrated."""
     started = time.perf_counter()
     rows = len(vectors)
     lists = lists_for(rows)
@@ -148,12 +130,8 @@ def calibration_queries(
     vectors: np.ndarray, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """(rows the queries come from, unit float32 queries): each a sampled row ``x`` moved to
-    cosine ``QUERY_COSINE`` from it, ``c x + sqrt(1 - c^2) n`` with ``n`` a random unit
-    direction orthogonal to ``x``. A question is not its paragraph: rows themselves as queries
-    calibrate far too few probes. Isotropic noise moves the ranking far less than a real
-    question's difference does, hence a cosine below a real question's (~0.6): at 0.35 the
-    calibration is near on generated vectors and errs towards recall on real ones, which costs
-    time, not answers (docs/performance.md, "Vector recall: exact, IVF, HNSW")."""
+    cosine ``c = QUERY_COSINE`` from it, ``c x + sqrt(1 - c^2) n`` with ``n`` a random unit
+    direction orthogonal to ``x`` (rows themselves as queries calibrate far too few probes)."""
     n = min(CALIBRATION_QUERIES, len(vectors))
     sources = np.sort(rng.choice(len(vectors), size=n, replace=False))
     rows = np.asarray(vectors[sources], dtype=np.float64)
@@ -172,12 +150,9 @@ def calibrate(
     target_recall: float,
     rng: np.random.Generator,
 ) -> tuple[int, float, float]:
-    """(probes, mean recall@10 there, mean share of the rows those probes scan): the fewest
-    lists to probe for mean recall@10 >= ``target_recall`` on the base's own
-    ``calibration_queries``, leave-one-out (the row a query comes from is excluded from the
-    exact answer and the IVF's alike). Recall@10 at ``p`` probes is the share of the exact top
-    10 whose list is among the query's ``p`` nearest centroids, so one exact scan and one
-    ranking of the centroids give it at every ``p`` at once."""
+    """(probes, mean recall@10 there, mean share of rows scanned): the fewest probes for mean
+    recall@10 >= ``target_recall`` on ``calibration_queries``, source rows excluded. One exact
+    scan gives recall at every ``p``: the share of the top 10 in the ``p`` nearest lists."""
     sources, queries = calibration_queries(vectors, rng)
     k = min(K, len(vectors) - 1)
     if k < 1:

@@ -1,12 +1,5 @@
-"""Compiled loops of the vector leg, loaded once per process (``retrieval.compiled``: by the
-warm-up, or by the first search that needs them, which waits for them).
-
-``upper_bounds`` scores the probed lists of an IVF base on their int8 codes
-(``retrieval.vector.ivf.quantize``): a quarter of the float32 rows' bytes, which is what bounds
-the scan, and a filtered search's allowed rows of such a base. A base without codes has every
-probed (or allowed) row scored on the stored rows; both give the same top ids
-(``Part.probed``, ``Part.scored``).
-"""
+"""Compiled loops of the vector leg (``retrieval.vector._compiled``), loaded once per process
+by the warm-up or the first search that needs them (``retrieval.compiled``)."""
 
 from __future__ import annotations
 

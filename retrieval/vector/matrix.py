@@ -1,24 +1,7 @@
-"""The vector leg's matrices (``retrieval.vector.scan``): one per knowledge base, kept by
-``MatrixCache`` and brought up to date by ``load``. A matrix holds the chunks of ``ready``
-documents under the knowledge base's embedding model and dimension, the rows a search may
-return.
-
-Freshness follows the BM25 L1: every change to a knowledge base's searchable chunks bumps its
-``index_version``, and a search asks for the version it read at its start. An older matrix is
-brought up to date by a delta, read in one REPEATABLE READ snapshot with the version: the ready
-documents with their ``processed_at``, then the vectors of documents new or processed again
-only; rows of documents gone are dropped. A chunk's vector changes otherwise only when the
-knowledge base is re-embedded, which saves its row: when the row's ``updated_at``, provider,
-model or dimension differ from the matrix's, it is reloaded in full.
-
-In a hybrid search the matrix follows the keyword leg's BM25 view (which runs first): a matrix
-of the view's version or later answers, so both legs catch up together, and a delta to the
-view's version takes the documents from its manifest (``MatrixCache.get``'s ``keyword``).
-
-Loads and deltas read the database the search reads (``retrieval.replica.search_reads``), with
-the version in the same snapshot; a host file written from another database or version is only
-a base, which the delta makes exactly this snapshot's rows.
-"""
+"""The vector leg's matrices of searchable chunks, kept by ``MatrixCache`` and brought up to
+``index_version`` by ``load``: a delta, read in one snapshot with the version, fetches documents
+new or processed again and drops the others' rows; another stamp (re-embedding saves the
+knowledge base row) reloads in full. A host file is only a base for the delta."""
 
 from __future__ import annotations
 
@@ -53,8 +36,7 @@ _SELECT_KB = (
     "SELECT index_version, updated_at, embedding_provider, embedding_model, "
     "embedding_dimensions FROM knowledge_knowledgebase WHERE id = %s AND tenant_id = %s"
 )
-# The rows a search may return (knowledge.selectors; a curation write sets the document's
-# processed_at, so a delta reloads its rows).
+# The rows a search may return (a curation write sets processed_at, so a delta reloads them).
 _ROWS = (
     "FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
     f"WHERE c.tenant_id = %s AND c.knowledge_base_id = %s AND {searchable_document_sql('d')} "
@@ -65,17 +47,11 @@ _ROWS = (
 
 @dataclass(frozen=True)
 class MatrixHandle:
-    """A matrix and how this search got it, for the trace."""
-
     matrix: VectorMatrix
-    # l1, held (older, another thread loads), deferred (older: the keyword leg's view's
-    # version), delta, load, file, rebase (private)
-    source: str
+    source: str  # l1, held, deferred, delta, load, file or rebase
     load_ms: float
 
     def trace(self, how: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The search's trace: ``how`` the matrix was searched (``search_traced``; exact when
-        not given), where it came from and its size."""
         return {
             **(how or {"index": "exact"}),
             "source": self.source,
@@ -85,13 +61,10 @@ class MatrixHandle:
 
 
 class MatrixCache:
-    """This process's matrices, least recently used dropped first beyond ``max_bytes``.
-    ``get`` returns None for a knowledge base whose matrix would not fit: search it with HNSW."""
+    """This process's matrices, least recently used dropped first; None for one too large."""
 
     def __init__(self, max_bytes: int, size_limit: int | None = None) -> None:
-        self.max_bytes = max_bytes
-        # The largest matrix searched exactly (the policy's line to HNSW): the host's budget
-        # when matrices are host files, else this process's.
+        # The largest matrix searched exactly: the host's budget with host files.
         self.size_limit = max_bytes if size_limit is None else size_limit
         self.lru: ByteLRU[Identity, VectorMatrix] = ByteLRU(max_bytes, slot_of=knowledge_base_slot)
         self._too_large: dict[int, tuple[int, int]] = {}  # kb id -> (epoch, version)
@@ -100,16 +73,13 @@ class MatrixCache:
     def get(
         self, knowledge_base: KnowledgeBase, keyword: KnownDocuments | None = None
     ) -> MatrixHandle | None:
-        """The matrix of the knowledge base at (at least) the ``index_version`` of this
-        instance, which the caller has just read. ``keyword``: the documents of the BM25 view
-        the same search's keyword leg answered from; a matrix of its version or later answers
-        (source ``deferred`` when older than the knowledge base's)."""
+        """The matrix at (at least) the ``index_version`` the caller has just read, or at that of
+        ``keyword``, the BM25 view the same search's keyword leg answered from, when older."""
         identity = identity_of(knowledge_base)
         wanted = knowledge_base.index_version
         if self._too_large.get(knowledge_base.pk) == (identity.epoch, wanted):
             return None
         started = time.perf_counter()
-        # The oldest version that may answer: the keyword view's when it is older.
         floor = wanted if keyword is None else min(wanted, keyword.version)
 
         def usable(held: VectorMatrix | None) -> MatrixHandle | None:
@@ -123,8 +93,8 @@ class MatrixCache:
         if (handle := usable(held)) is not None:
             return handle
         if not self._lock.acquire(blocking=False):
-            # Another thread is loading: the matrix held, of the same vectors, answers meanwhile
-            # (hydration never returns a row that is no longer searchable).
+            # Another thread is loading: the matrix held answers meanwhile (hydration never
+            # returns a row that is no longer searchable).
             if held is not None and _stamp(knowledge_base) == held.stamp:
                 return MatrixHandle(held, "held", (time.perf_counter() - started) * 1000)
             self._lock.acquire()
@@ -147,10 +117,6 @@ class MatrixCache:
         self.lru.discard(knowledge_base_id)
         self._too_large.pop(knowledge_base_id, None)
 
-    def clear(self) -> None:
-        self.lru.clear()
-        self._too_large.clear()
-
 
 def _stamp(knowledge_base: KnowledgeBase) -> tuple:
     return (
@@ -167,11 +133,9 @@ def load(
     max_bytes: int,
     known: KnownDocuments | None = None,
 ) -> tuple[VectorMatrix | None, str]:
-    """The knowledge base's matrix now, reusing the rows of ``held`` (or, in a process that
-    holds none, of the host's newest base file) where they are still valid; (None, "too
-    large") when it would take more than ``max_bytes``. ``known``: the documents at a version
-    (a BM25 manifest's), used instead of reading them when it is the version read here.
-    Raises KnowledgeBase.DoesNotExist if the knowledge base is gone."""
+    """(The knowledge base's matrix now, its source), reusing the still valid rows of ``held``
+    or of the host's newest base; (None, "too large") beyond ``max_bytes``. ``known``: a BM25
+    manifest's documents, used when of the version read. Raises KnowledgeBase.DoesNotExist."""
     identity = identity_of(knowledge_base)
     alias = search_reads()
     with snapshot(using=alias):
@@ -187,7 +151,7 @@ def load(
             held, source = _mapped(folder, stamp, dimensions), "file"
         if held is None:
             writer = hostfile.exclusive(folder) if hostfile.enabled() else contextlib.nullcontext()
-            with writer:  # another process of the host may be loading it: then map its file
+            with writer:  # another process of the host may be writing it: then map it
                 held = _mapped(folder, stamp, dimensions)
                 if held is None:
                     ids, owners, vectors = _fetch(alias, params, None, dimensions)
@@ -209,8 +173,7 @@ def load(
         return VectorMatrix.of(ids, vectors, version, stamp, owners, processed), "rebase"
     newer = hostfile.newest(folder, stamp, dimensions)
     if newer is not None and newer.version > held.base_version:
-        # A newer base (another process's, or this one's rebase in the background): take it
-        # up instead of writing a third.
+        # Another process's base or this one's background rebase: take it up, write no third.
         return load(knowledge_base, newer, max_bytes, known)[0], "file"
     rebase_in_background(folder, matrix)
     return matrix, source
@@ -219,9 +182,7 @@ def load(
 def _state(
     alias: str, knowledge_base: KnowledgeBase, known: KnownDocuments | None
 ) -> tuple[int, tuple, stamps.Stamps, int]:
-    """(index_version, stamp, documents and their processed_at, chunks) of the knowledge base
-    in the caller's snapshot; the documents from ``known`` when it is of that version (its
-    writer read them in a snapshot of the same version)."""
+    """(index_version, stamp, documents' processed_at, chunks) in the caller's snapshot."""
     with connections[alias].cursor() as cursor:
         cursor.execute(_SELECT_KB, [knowledge_base.pk, knowledge_base.tenant_id])
         row = cursor.fetchone()
@@ -248,22 +209,18 @@ _rebasing: dict[str, threading.Thread] = {}  # host folder -> this process's reb
 _rebasing_lock = threading.Lock()
 
 
-def rebase_in_background(folder, matrix: VectorMatrix) -> threading.Thread | None:
-    """Write ``matrix``'s live rows as the host's new base in a thread of this process (one
-    per knowledge base at a time; None when one is under way), while searches go on with the
-    rows they have; the next change's delta takes the new base up. Not in the search itself:
-    copying, writing and indexing the rows take many times a search. Another process of the
-    host writing one already wins (``hostfile.write``'s lock)."""
+def rebase_in_background(folder, matrix: VectorMatrix) -> None:
+    """Write ``matrix``'s live rows as the host's new base in a thread (one per knowledge base)
+    while searches go on; the next delta takes the new base up."""
     key = str(folder)
     with _rebasing_lock:
         if key in _rebasing:
-            return None
+            return
         thread = threading.Thread(
             target=_rebase, args=(key, folder, matrix), name="rag-vector-rebase", daemon=True
         )
         _rebasing[key] = thread
     thread.start()
-    return thread
 
 
 def _rebase(key: str, folder, matrix: VectorMatrix) -> None:
@@ -288,19 +245,7 @@ def _rebase(key: str, folder, matrix: VectorMatrix) -> None:
             _rebasing.pop(key, None)
 
 
-def wait_for_rebases(timeout: float | None = None) -> bool:
-    """Wait for this process's background rebases (tests, benchmarks, shutdown); whether none
-    is left under way."""
-    with _rebasing_lock:
-        threads = list(_rebasing.values())
-    for thread in threads:
-        thread.join(timeout)
-    return not any(thread.is_alive() for thread in threads)
-
-
 def _mapped(folder, stamp: tuple, dimensions: int) -> VectorMatrix | None:
-    """A matrix on the host's newest base of this stamp, if host files are on and one checks
-    out."""
     return hostfile.newest(folder, stamp, dimensions) if hostfile.enabled() else None
 
 
@@ -314,8 +259,7 @@ def _live(part: Part, same: np.ndarray) -> np.ndarray | None:
 
 def _of_documents(documents: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """Per row, whether its document is one of ``wanted``: a table over the rows' document ids
-    when their span is at most a few times the rows (one knowledge base's documents), else
-    ``np.isin`` (a sort); paid by every process after every change."""
+    when their span is at most a few times the rows, else ``np.isin``."""
     if not documents.size:
         return np.zeros(0, dtype=bool)
     low, high = int(documents.min()), int(documents.max())
@@ -327,8 +271,7 @@ def _of_documents(documents: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 
 
 def _written(folder, stamp, version, ids, owners, vectors, processed) -> VectorMatrix | None:
-    """A matrix on a host base of these rows, written now; None when host files are off,
-    another process is writing one, or the disk refused."""
+    """A matrix on a host base of these rows, written now; None if none was written."""
     if not hostfile.enabled():
         return None
     try:
@@ -342,9 +285,7 @@ def _written(folder, stamp, version, ids, owners, vectors, processed) -> VectorM
 def _fetch(
     alias: str, params: list, documents: list[int] | None, dimensions: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(chunk ids ascending, their document ids, unit-length float32 rows) of the matching
-    chunks on database ``alias``, of the given documents only when ``documents`` is not None;
-    binary transfer."""
+    """(chunk ids ascending, document ids, unit float32 rows), of ``documents`` only if given."""
     if documents is not None and not documents:
         empty = np.empty(0, dtype=np.int64)
         return empty, empty, np.empty((0, dimensions), dtype=np.float32)
@@ -354,8 +295,7 @@ def _fetch(
         sql += " AND c.document_id = ANY(%s)"
         args.append(documents)
     sql += " ORDER BY c.id"
-    # Binary results: each value arrives as bytes in pgvector's binary format, unless
-    # something registered pgvector's types on this connection (the benchmarks' bulk COPY).
+    # Binary results: pgvector's binary format, or a Vector where its types are registered.
     connection = connections[alias]
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, args, binary=True)
@@ -376,7 +316,6 @@ _cache_lock = threading.Lock()
 
 
 def get_matrix_cache() -> MatrixCache:
-    """This process's cache (created on first use from settings)."""
     global _cache
     if _cache is None:
         with _cache_lock:

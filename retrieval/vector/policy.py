@@ -1,12 +1,5 @@
-"""The vector leg's policy: which path searches a knowledge base's vectors.
-
-This process's matrix (``retrieval.vector.matrix``) while the knowledge base's vectors fit its
-budget (``VECTOR_HOST_MAX_BYTES`` with host files, else ``VECTOR_L1_MAX_BYTES``), else
-pgvector's HNSW index (``retrieval.vector.hnsw``), which also serves when the matrix cannot be
-loaded for a reason other than the database. RAGService and the LangChain store both search
-through ``nearest_chunks``; the trace's ``index`` says which path served (``exact``, ``ivf``
-with its lists, probes and rows scanned, or ``hnsw``).
-"""
+"""The vector leg's policy: this process's matrix while the knowledge base fits its budget, else
+pgvector's HNSW index, which also serves when the matrix fails to load outside the database."""
 
 from __future__ import annotations
 
@@ -36,14 +29,9 @@ def nearest_chunks(
     allowed: Callable[[], np.ndarray] | None = None,
     keyword: KnownDocuments | None = None,
 ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
-    """The vector leg of one knowledge base: up to ``limit`` (chunk id, cosine similarity),
-    best first, ties by chunk id, and a trace of how. From this process's matrix (exact, or its
-    IVF without filters) while the knowledge base fits its budget, else pgvector's HNSW index.
-    ``knowledge_base`` must have been read just now (its ``index_version`` is the one asked
-    for); ``allowed`` gives the ids the filters let through, when the caller has them cached;
-    ``keyword``: the documents of the BM25 view the same search's keyword leg answered from,
-    which the matrix follows (``MatrixCache.get``). Raises KnowledgeBase.DoesNotExist if the
-    knowledge base is gone."""
+    """Up to ``limit`` (chunk id, cosine similarity), best first, ties by chunk id, and a trace
+    whose ``index`` names the path (``exact``, ``ivf`` or ``hnsw``). ``allowed``: the filters'
+    ids, when cached. Raises KnowledgeBase.DoesNotExist if the knowledge base is gone."""
     wanted, limit = limit, limit + len(filters.exclude_chunk_ids)
     handle = _matrix(knowledge_base, keyword)
     if handle is not None:
@@ -71,8 +59,7 @@ def nearest_chunks(
 def _matrix(
     knowledge_base: KnowledgeBase, keyword: KnownDocuments | None = None
 ) -> MatrixHandle | None:
-    """The matrix, or None for HNSW: too large for the budget, or the load failed for a
-    reason other than the database (HNSW holds the same rows)."""
+    """The matrix, or None for HNSW (too large, or the load failed outside the database)."""
     if settings.VECTOR_L1_MAX_BYTES <= 0:
         return None
     try:

@@ -1,5 +1,4 @@
-"""The query-embedding cache both vector paths use: a query's vector under a model, in Redis
-for a day, so a repeated query costs no embedding call. Redis being down only costs the cache."""
+"""A query's vector under a model, in Redis for a day; Redis being down only costs the cache."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ def _redis() -> redis.Redis:
 
 
 def cached_query_embedding(embedder, query: str) -> tuple[list[float], bool]:
-    """The query's vector, from Redis when another search embedded it already. Returns
-    (vector, cache_hit). Redis being down only costs the cache."""
+    """(The query's vector, whether it came from the cache)."""
     key = _query_key(embedder.provider, embedder.model, embedder.dimensions, query)
     client = None
     try:

@@ -1,12 +1,6 @@
-"""A knowledge base's vectors in memory and their search: ``VectorMatrix``, a base part (a
-host file every process maps, ``retrieval.vector.hostfile``) and the rows changed since.
-
-Rows are unit length, so a dot product is the cosine similarity; a zero vector scores 0; ties
-go by chunk id, as in the SQL path. A search scores every live row exactly, or, without
-filters on a base with an IVF (``retrieval.vector.ivf``), the rows of the lists nearest to the
-query plus every private row. An IVF base's rows (probed or allowed) are first bounded on their
-int8 codes, and only those that can reach the top k are scored: the same top k.
-"""
+"""A knowledge base's vectors in memory and their search. Rows are unit length (a zero vector
+scores 0); ties go by chunk id, as in SQL. An IVF base's rows are bounded on their int8 codes
+and only those that can reach the top k are scored: the same top k as scoring them all."""
 
 from __future__ import annotations
 
@@ -22,22 +16,18 @@ from retrieval.core import stamps
 from retrieval.vector import kernels
 from retrieval.vector.ivf import SLACK_PER_L1, Ivf
 
-# Rows scored exactly before the floor is set, per row wanted: enough that the floor lies near
-# the k-th best, so the rows whose bound reaches it are not many more than those wanted.
-_HEAD = 4
+_HEAD = 4  # rows scored exactly to set the floor, per row wanted (``Part._bounded``)
 _ALL_LIVE = np.zeros(0, dtype=np.bool_)  # ``upper_bounds``: no live mask
 
 
 @dataclass(frozen=True)
 class Part:
-    """Rows of a matrix: ids, their document ids and unit vectors; ``live`` marks the rows
-    still searchable (None: all). A shared part is memory-mapped from a host file. Ids ascend,
-    except in a base stored list by list for its IVF: then ``order`` lists the rows by id."""
+    """Rows of a matrix, memory-mapped from a host file when shared; ids ascend unless ``order``."""
 
     ids: np.ndarray  # int64
     vectors: np.ndarray  # (len(ids), dimensions): float32, float16 in an IVF base
     documents: np.ndarray | None = None  # int64
-    live: np.ndarray | None = None  # bool; never changed in place (a change makes a new Part)
+    live: np.ndarray | None = None  # bool, searchable rows (None: all); never set in place
     shared: bool = False
     order: np.ndarray | None = None  # int64: row positions by ascending id (None: ids ascend)
     ivf: Ivf | None = None  # the lists the rows are stored by
@@ -75,9 +65,8 @@ class Part:
         return rows if self.live is None else rows[self.live[rows]]
 
     def probed(self, query: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
-        """(ids, scores) of the live rows of the IVF lists nearest to ``query`` (a unit vector)
-        that can be among the ``limit`` best (``_bounded``), how many rows were scanned (dead
-        ones too), and whether any were (bounded on codes)."""
+        """(ids, scores) of the live rows of the probed lists that can be among the ``limit``
+        best, the rows scanned (dead ones too), and whether any were bounded on codes."""
         runs = self.ivf.runs(query)
         if not runs:
             return np.empty(0, np.int64), np.empty(0, np.float32), 0, False
@@ -90,9 +79,7 @@ class Part:
         self, query: np.ndarray, rows: np.ndarray, limit: int
     ) -> tuple[np.ndarray, np.ndarray, bool]:
         """(ids, scores) of the given live rows (ascending positions) that can be among the
-        ``limit`` best, and whether they were bounded on codes (an IVF base's, as ``probed``:
-        converting float16 rows costs several times a float32 product, which the codes spare
-        most); every row of another part."""
+        ``limit`` best, and whether they were bounded on codes (an IVF base's rows are)."""
         if self.ivf is None or not len(rows):
             return self.ids[rows], self.vectors[rows] @ query, False
         return (*self._bounded(query, rows, rows + 1, limit), True)
@@ -100,12 +87,9 @@ class Part:
     def _bounded(
         self, query: np.ndarray, starts: np.ndarray, stops: np.ndarray, limit: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, scores) of the live rows of the runs ``starts[i]:stops[i]`` that can be among
-        the best ``limit``. Every row gets an upper bound of its score from its codes
-        (``retrieval.vector.ivf.quantize``); the ``_HEAD`` x ``limit`` rows of highest bound are
-        scored exactly, and the ``limit``-th best of those, ``floor``, is reached by each of the
-        true best ``limit``. So every row whose bound reaches ``floor`` is scored and returned:
-        a superset of the best ``limit``, with their exact scores."""
+        """(ids, exact scores) of the live rows of the runs ``starts[i]:stops[i]`` whose bound
+        reaches ``floor``, the ``limit``-th best exact score of the ``_HEAD * limit`` rows of
+        highest bound, which each of the true best ``limit`` reaches: a superset of them."""
         scanned = int((stops - starts).sum())
         rows, bounds = np.empty(scanned, np.int64), np.empty(scanned, np.float32)
         live = _ALL_LIVE if self.live is None else self.live
@@ -125,15 +109,14 @@ class Part:
 @dataclass(frozen=True)
 class VectorMatrix:
     """One knowledge base's searchable vectors at one ``index_version``: a base part (shared
-    by every process of the host when it is a memory-mapped host file) and the rows that
-    changed since, private to this process."""
+    when it is a host file) and the rows changed since, private to this process."""
 
     parts: tuple[Part, ...]
     version: int
     stamp: tuple  # the knowledge base row's (updated_at, provider, model, dimensions)
     processed: stamps.Stamps = field(default_factory=stamps.Stamps.empty)  # its documents
     base_name: str = ""  # the host file of the shared part, if any
-    base_version: int = -1  # ... and the version it was written at
+    base_version: int = -1  # the version that file was written at
 
     @classmethod
     def of(
@@ -167,30 +150,19 @@ class VectorMatrix:
         return sum(len(part) for part in self.parts)
 
     def live_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ids ascending, document ids, vectors) of every live row, copied out of the parts."""
         return live_rows_of(self.parts, self.dimensions)
-
-    @property
-    def ids(self) -> np.ndarray:
-        return self.live_rows()[0]
-
-    @property
-    def vectors(self) -> np.ndarray:
-        return self.live_rows()[2]
 
     def search(
         self, query_vector, limit: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
-        """Up to ``limit`` (chunk id, cosine similarity), most similar first, ties by chunk id;
-        only chunks in ``allowed`` (ids) when it is given."""
+        """Up to ``limit`` (chunk id, similarity), best first; of ``allowed`` ids only if given."""
         return self.search_traced(query_vector, limit, allowed)[0]
 
     def search_traced(
         self, query_vector, limit: int, allowed: np.ndarray | None = None
     ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
-        """``search``, and how: ``{"index": "exact"}``, or with no filter and a base with an
-        IVF, ``{"index": "ivf", "lists", "probes", "rows_scanned"}`` (the probed lists' rows
-        and every private row), and ``"codes": "int8"`` when rows were bounded on codes."""
+        """``search``, and how: ``{"index": "exact"}`` or ``{"index": "ivf", "lists", "probes",
+        "rows_scanned"}``, with ``"codes": "int8"`` when rows were bounded on codes."""
         query = np.array(query_vector, dtype=np.float32)  # a copy: normalised in place below
         if query.shape != (self.dimensions,):
             raise ValueError(
@@ -213,8 +185,7 @@ class VectorMatrix:
                     probes = min(part.ivf.probes, part.ivf.lists)
                     how = {"index": "ivf", "lists": part.ivf.lists, "probes": probes}
                 else:
-                    # Every row, dead ones too, then drop those: one product over the mapped
-                    # matrix, never a copy of its live rows.
+                    # Every row, dead ones too: one product over the mapped matrix, no copy.
                     ids, scores = part.ids, part.vectors @ query
                     scanned += len(part.ids)
                     if part.live is not None:
@@ -232,8 +203,6 @@ _blas: ThreadpoolController | None = None
 
 
 def blas_threads():
-    """Limit BLAS to VECTOR_SCAN_THREADS threads (see the setting, and OPENBLAS_THREAD_TIMEOUT
-    in rag_project/__init__.py)."""
     global _blas
     if _blas is None:
         _blas = ThreadpoolController()

@@ -1,19 +1,6 @@
-"""Upkeep of the chunk table and its HNSW indexes after large deletes.
-
-Dead rows in ``knowledge_chunk`` and dead entries in pgvector's HNSW graphs slow inserts and
-index scans until vacuumed, and the HNSW part of a VACUUM after a large delete is slower than
-building the index again (pgvector's advice: reindex first, then vacuum). So
-``tidy_chunk_table`` (beat, every ``RAG_TABLE_UPKEEP_INTERVAL_S``), past
-``RAG_VACUUM_DEAD_RATIO`` dead rows and at least ``RAG_VACUUM_MIN_DEAD_ROWS``:
-
-1. drops the invalid ``chunk_embedding_hnsw_*`` indexes an interrupted ``REINDEX ...
-   CONCURRENTLY`` left (PostgreSQL maintains them on every write);
-2. rebuilds every valid one with ``REINDEX INDEX CONCURRENTLY`` (searches and writes go on);
-3. runs ``VACUUM (ANALYZE)`` on the table.
-
-One process at a time (a PostgreSQL advisory lock: a second caller skips); each statement runs
-outside a transaction, as both commands require.
-"""
+"""Upkeep of the chunk table after large deletes: HNSW indexes rebuilt, then the table vacuumed
+(pgvector's advice: faster than vacuuming the indexes), and the invalid indexes an interrupted
+``REINDEX ... CONCURRENTLY`` left dropped; one process at a time (an advisory lock)."""
 
 from __future__ import annotations
 
@@ -92,8 +79,7 @@ def needs_upkeep(health: TableHealth) -> bool:
 
 
 def tidy_chunk_table(force: bool = False) -> UpkeepReport:
-    """Rebuild the HNSW indexes and vacuum the chunk table when dead rows pass the thresholds
-    (always with ``force``); see the module docstring."""
+    """Rebuild the HNSW indexes and vacuum the chunk table past the thresholds (or ``force``)."""
     if connection.in_atomic_block:
         raise RuntimeError("tidy_chunk_table runs outside a transaction (REINDEX/VACUUM)")
     started = time.monotonic()

@@ -113,7 +113,7 @@ def stores_hold(kb) -> dict[str, bool]:
     vector = [1.0] * 64
     return {
         "bm25 build": kb.target.pk in ids,
-        "vector matrix": kb.target.pk in set(matrix.ids.tolist()),
+        "vector matrix": kb.target.pk in set(matrix.live_rows()[0].tolist()),
         "hnsw": kb.target.pk
         in {
             chunk_id
