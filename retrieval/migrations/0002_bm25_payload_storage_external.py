@@ -3,7 +3,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     """The payload is zlib-compressed already: store it out of line without PostgreSQL trying
-    to compress it again (saves ~40 ms of every 14 MB write; reads are unchanged)."""
+    to compress it again (which only slows every write)."""
 
     dependencies = [
         ("retrieval", "0001_initial"),
