@@ -71,26 +71,27 @@ def _open(meta: Path, version: int, stamp: tuple, dimensions: int) -> VectorMatr
         if header["version"] != version:
             raise ValueError("its header names another version")
         arrays = _arrays(stem, header, dimensions)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+        index = None if header.get("ivf") is None else _ivf(header["ivf"], arrays)
+        processed = Stamps.from_mapping(header.get("processed", {}))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         logger.warning("vector base %s ignored: %s", stem, exc)
         return None
-    index = None
-    if header.get("ivf") is not None:
-        entry = header["ivf"]
-        index = Ivf(
-            arrays["centroids"],
-            arrays["offsets"],
-            int(entry["probes"]),
-            float(entry["recall"]),
-            float(entry["build_s"]),
-            float(entry["scan_share"]),
-            arrays["codes"],
-            arrays["scales"],
-        )
     ids, documents, vectors, order = (arrays.get(key) for key in ("ids", "docs", "vec", "order"))
     part = Part(ids, vectors, documents, shared=True, order=order, ivf=index)
-    processed = Stamps.from_mapping(header.get("processed", {}))
     return VectorMatrix((part,), version, stamp, processed, stem.name, version)
+
+
+def _ivf(entry: dict, arrays: dict[str, np.ndarray]) -> Ivf:
+    return Ivf(
+        arrays["centroids"],
+        arrays["offsets"],
+        int(entry["probes"]),
+        float(entry["recall"]),
+        float(entry["build_s"]),
+        float(entry["scan_share"]),
+        arrays["codes"],
+        arrays["scales"],
+    )
 
 
 def _arrays(stem: Path, header: dict, dimensions: int) -> dict[str, np.ndarray]:

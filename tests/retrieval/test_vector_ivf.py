@@ -390,6 +390,18 @@ def _as_float32(path):
     np.save(path, np.load(path).astype(np.float32))  # the header says float16
 
 
+def _without_recall(path):
+    header = json.loads(path.read_text())
+    del header["ivf"]["recall"]
+    path.write_text(json.dumps(header))
+
+
+def _processed_not_a_mapping(path):
+    header = json.loads(path.read_text())
+    header["processed"] = ["not", "a", "mapping"]
+    path.write_text(json.dumps(header))
+
+
 @pytest.mark.parametrize(
     ("suffix", "damage"),
     [
@@ -400,6 +412,8 @@ def _as_float32(path):
         ("codes.npy", _truncate),
         ("scales.npy", _remove),
         ("vec.npy", _as_float32),
+        ("json", _without_recall),
+        ("json", _processed_not_a_mapping),
     ],
 )
 def test_a_damaged_or_mismatching_ivf_file_is_ignored_and_replaced(kb, suffix, damage):
