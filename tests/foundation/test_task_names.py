@@ -34,6 +34,20 @@ def queued_names(root: Path = REPO) -> dict[str, list[str]]:
     return found
 
 
+def run_fresh(code: str) -> subprocess.CompletedProcess:
+    """``code`` in a new Python process of the project; it must succeed."""
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=CEILING_S,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def test_every_task_name_given_to_enqueue_is_registered():
     app.loader.import_default_modules()  # what a worker imports at start
     names = queued_names()
@@ -66,15 +80,7 @@ def test_a_process_that_imported_no_tasks_module_finds_tasks_by_name():
         "assert 'knowledge.tasks' not in sys.modules, 'imported before the lookup'\n"
         "print(registered_task('knowledge.process_document').name)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=CEILING_S,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_fresh(code)
     assert result.stdout.strip() == "knowledge.process_document"
 
 
@@ -97,13 +103,5 @@ def test_threads_looking_up_names_at_once_in_a_fresh_process_all_find_them():
         "for t in threads: t.join()\n"
         "print(len(missing))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=CEILING_S,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_fresh(code)
     assert result.stdout.strip() == "0"
