@@ -4,7 +4,14 @@ Documents and queries go through this same code, so a query term meets the index
 the spelling, script or casing it was typed in. The pipeline for one text:
 
 1. Normalise (:func:`~knowledge.analysis.normalization.normalize`): NFKC, casefold, invisible
-   characters removed, control characters and lone surrogates turned into spaces.
+   characters removed, control characters and lone surrogates turned into spaces. Then fold Han
+   runs from Traditional to Simplified characters
+   (:func:`~knowledge.analysis.chinese.to_simplified`): 傳感器校準
+   and 传感器校准 give the same tokens. The knowledge base's words are folded alike. A text
+   with kana is Japanese (:func:`~knowledge.analysis.scripts.has_kana`) and is not folded: its
+   kanji are Japanese forms (shinjitai), not Traditional Chinese, and converting them would
+   make Chinese words the text does not contain. A chunk is decided as a whole (title,
+   headings and text), so the kanji-only title of a Japanese chunk stays as written too.
 2. Find compounds (:mod:`~knowledge.analysis.identifiers`): words of letters, digits, Han and
    combining marks, joined by single ``-``, ``_``, ``.`` or ``/``. Everything else (spaces,
    punctuation, symbols, emoji) only separates; that is why SQL or tsquery syntax in a query is
@@ -44,7 +51,7 @@ from typing import Final
 
 import Stemmer
 
-from knowledge.analysis.chinese import segment_han
+from knowledge.analysis.chinese import segment_han, to_simplified
 from knowledge.analysis.identifiers import (
     COMPOUND_RE,
     JOINER_RE,
@@ -52,10 +59,11 @@ from knowledge.analysis.identifiers import (
     is_identifier,
 )
 from knowledge.analysis.normalization import HAN, HAN_RE, normalize
+from knowledge.analysis.scripts import has_kana
 from knowledge.analysis.stopwords import chinese_stopwords, english_stopwords
 from knowledge.analysis.userwords import UserDictionary
 
-ANALYZER_VERSION: Final = 2  # 2: kana and Hangul as bigrams
+ANALYZER_VERSION: Final = 3  # 2: kana and Hangul as bigrams; 3: Traditional folded to Simplified
 
 # Letters of the Latin script after case folding (Latin-1, Extended-A and -B, Extended
 # Additional): the words the English stemmer may touch. Cyrillic, Greek or Thai words are kept
@@ -116,11 +124,17 @@ class Analyzer:
     def __repr__(self) -> str:
         return f"Analyzer({self.config!r})"
 
-    def tokens(self, text: str) -> list[str]:
-        """The tokens of any text, a document's or a query's."""
+    def tokens(self, text: str, *, fold: bool | None = None) -> list[str]:
+        """The tokens of any text, a document's or a query's.
+
+        ``fold`` says whether Han runs are folded to Simplified; by default they are unless the
+        text has kana. A caller analysing pieces of a larger text passes the whole text's
+        decision, so the pieces give the tokens the whole gave.
+        """
         out: list[str] = []
         stem = _english_stem() if self.config.stem else None
-        for match in COMPOUND_RE.finditer(normalize(text)):
+        text = self.fold(normalize(text), fold)
+        for match in COMPOUND_RE.finditer(text):
             if match.end(1) == match.end():
                 self._word(match.group(), out, stem)
                 continue
@@ -132,6 +146,14 @@ class Analyzer:
             ):
                 out.append(compound)
         return out
+
+    @staticmethod
+    def fold(text: str, fold: bool | None = None) -> str:
+        """Normalised ``text`` with its Han runs folded to Simplified when ``fold`` says so
+        (by default: unless the text has kana)."""
+        if fold is None:
+            fold = not has_kana(text)
+        return to_simplified(text) if fold else text
 
     def word_token(self, word: str) -> str | None:
         """The token of one lower-case word of Latin letters, as ``tokens`` gives it, without
@@ -150,17 +172,20 @@ class Analyzer:
         manual"), so every chunk carries its title and headings. A heading that repeats the title
         or an earlier heading, like a Markdown H1 restating the title, is counted once so its
         terms do not gain weight from the repetition.
+
+        Kana anywhere in the chunk keeps all of it unfolded (the module docstring says why).
         """
         if isinstance(heading_path, str):
             heading_path = (heading_path,)
+        fold = not any(has_kana(normalize(part)) for part in (title, *heading_path, content))
         out: list[str] = []
         seen: set[str] = set()
         for label in (title, *heading_path):
             key = " ".join(normalize(label).split())
             if key and key not in seen:
                 seen.add(key)
-                out.extend(self.tokens(label))
-        out.extend(self.tokens(content))
+                out.extend(self.tokens(label, fold=fold))
+        out.extend(self.tokens(content, fold=fold))
         return out
 
     def _word(self, word: str, out: list[str], stem: Callable[[str], str] | None) -> None:

@@ -1,4 +1,13 @@
-"""Segmentation of Han runs: jieba's search mode, or single characters when jieba is missing.
+"""Han runs: Traditional characters folded to Simplified, then segmented by jieba's search mode
+(or cut into single characters when jieba is missing).
+
+Folding (:func:`to_simplified`) uses OpenCC's ``t2s`` configuration: phrases first, then single
+characters, so 傳感器校準週期 becomes 传感器校准周期 and a word whose Simplified form depends on
+context (乾隆 stays, 乾燥 becomes 干燥) follows the phrase table. It runs before segmentation:
+jieba's dictionary is Simplified, so it cuts Traditional text into loose characters it would
+otherwise keep as words. Simplified text passes through unchanged, so documents and queries in
+either script meet on the same tokens. Only Han runs are converted; OpenCC's dictionaries ship
+inside its wheel and load in milliseconds, once per thread.
 
 Search mode (``cut_for_search``, HMM on) emits each word *and* the dictionary words inside it,
 ``中华人民共和国`` giving ``中华``, ``人民``, ``共和国`` and the whole, so a short query term still
@@ -17,15 +26,23 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import threading
 from collections.abc import Iterable
 from types import ModuleType
+
+import opencc
+
+from knowledge.analysis.normalization import HAN
 
 logger = logging.getLogger(__name__)
 
 MAX_JIEBA_RUN = 256
 
+_HAN_RUN_RE = re.compile(f"[{HAN}]+")
+
 _lock = threading.Lock()
+_thread_local = threading.local()
 _loaded = False
 _jieba: ModuleType | None = None
 
@@ -81,3 +98,15 @@ def segment_han(run: str) -> Iterable[str]:
         jieba.cut_for_search(run[start : start + MAX_JIEBA_RUN], HMM=True)
         for start in range(0, len(run), MAX_JIEBA_RUN)
     )
+
+
+def to_simplified(text: str) -> str:
+    """``text`` with its Han runs converted from Traditional to Simplified characters; anything
+    else, Simplified characters included, is left as it is."""
+    if _HAN_RUN_RE.search(text) is None:
+        return text
+    converter = getattr(_thread_local, "t2s", None)
+    if converter is None:
+        # One converter per thread: OpenCC does not document its converters as thread-safe.
+        converter = _thread_local.t2s = opencc.OpenCC("t2s")
+    return _HAN_RUN_RE.sub(lambda run: converter.convert(run.group()), text)

@@ -12,6 +12,7 @@ Pure: no Django.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections import Counter
 from enum import StrEnum
@@ -49,6 +50,15 @@ def script_of(char: str) -> Script | None:
         return Script.ARABIC
     name = unicodedata.name(char, "")
     return Script.LATIN if name.startswith("LATIN") else Script.OTHER
+
+
+# The characters script_of may call kana; has_kana checks each hit with it.
+_KANA_CANDIDATE_RE = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
+
+
+def has_kana(text: str) -> bool:
+    """Whether ``text`` has a kana letter, which makes its Han characters Japanese kanji."""
+    return any(script_of(char) is Script.KANA for char in _KANA_CANDIDATE_RE.findall(text))
 
 
 # Han and kana are written without spaces, a character about a morpheme; the other scripts are

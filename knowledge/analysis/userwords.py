@@ -26,8 +26,10 @@ import logging
 import re
 from collections.abc import Iterable, Iterator
 
+from knowledge.analysis.chinese import to_simplified
 from knowledge.analysis.identifiers import COMPOUND_RE, MAX_TOKEN_CHARS, WORD_RE
 from knowledge.analysis.normalization import HAN, MARKS, normalize
+from knowledge.analysis.scripts import has_kana
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ class UserDictionary:
         ignored: list[str] = []
         for raw in words:
             word = normalize(raw).strip()
+            if not has_kana(word):
+                word = to_simplified(word)  # as the analyser folds the text it meets
             if len(word) > MAX_TOKEN_CHARS:
                 ignored.append(raw)
             elif WORD_RE.fullmatch(word):

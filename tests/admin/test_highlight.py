@@ -40,3 +40,11 @@ def test_a_query_without_terms_marks_nothing_and_markup_stays_text():
     content = "<script>alert('TH01')</script>"
     assert marked(content, "the and of") == []
     assert marked(content, "TH01") == ["TH01"]  # the template escapes the segments
+
+
+def test_a_query_in_one_chinese_script_marks_the_words_it_matched_in_the_other():
+    simplified = "传感器的校准周期是一年。"
+    traditional = "傳感器的校準週期是一年。"
+    assert marked(simplified, "傳感器校準週期") == ["传感器", "校准周期"]
+    assert marked(traditional, "传感器校准周期") == ["傳感器", "校準週期"]
+    assert marked(traditional, "校準") == ["校準"]

@@ -87,6 +87,34 @@ def test_chinese_query(client, kb):
     assert body["results"][0]["document_title"] == "温度传感器"
 
 
+@pytest.mark.parametrize(
+    ("stored", "query", "other_script_query"),
+    [
+        ("传感器的校准周期是十二个月。", "传感器校准周期是多久", "傳感器校準週期是多久"),
+        ("傳感器的校準週期是十二個月。", "傳感器校準週期是多久", "传感器校准周期是多久"),
+    ],
+)
+def test_traditional_and_simplified_queries_find_the_same_chunk(
+    client, tenant, stored, query, other_script_query
+):
+    kb = make_kb(
+        tenant,
+        "Sensors",
+        {
+            "calibration.txt": stored,
+            "wiring.txt": "传感器的接线说明：红线接电源，黑线接地。",
+            "pump.txt": "The pump P-100 runs daily.",
+        },
+    )
+    same = search(client, kb.pk, query=query).json()["results"]
+    other = search(client, kb.pk, query=other_script_query).json()["results"]
+    assert same[0]["original_filename"] == other[0]["original_filename"] == "calibration.txt"
+    assert other[0]["content"] == stored  # shown as written, not folded
+    for key in ("score", "bm25_score", "bm25_rank", "vector_similarity"):
+        assert other[0][key] == same[0][key], key
+    assert [hit["chunk_id"] for hit in other] == [hit["chunk_id"] for hit in same]
+
+
 def test_filters_by_metadata_and_document(client, tenant):
     kb = make_kb(tenant, "Projects")
     apollo = add_document(

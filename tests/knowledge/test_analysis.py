@@ -384,3 +384,40 @@ def test_a_japanese_or_korean_word_matches_inside_a_longer_run():
             assert not terms & document
         else:
             assert terms <= document
+
+
+# --- Traditional and Simplified Chinese ----------------------------------------------------
+
+
+def test_traditional_and_simplified_give_the_same_tokens(analyzer):
+    assert analyzer.tokens("傳感器校準") == analyzer.tokens("传感器校准")
+    assert analyzer.tokens("傳感器校準") == ["传感", "感器", "传感器", "校准"]
+    assert analyzer.tokens("傳感器校準週期是多久") == analyzer.tokens("传感器校准周期是多久")
+
+
+def test_phrases_decide_the_simplified_form(analyzer):
+    # 乾 is 干 in 乾燥 (dry) but stays in the name 乾隆; 髮 and 發 both become 发.
+    assert analyzer.tokens("乾燥") == analyzer.tokens("干燥")
+    assert "乾隆" in analyzer.tokens("乾隆皇帝")
+    assert analyzer.tokens("頭髮") == analyzer.tokens("头发")
+
+
+def test_traditional_mixed_with_english_folds_only_the_han(analyzer):
+    tokens = analyzer.tokens("TH01 傳感器 Calibration 週期 v2.3.1")
+    assert tokens == ["th01", "传感", "感器", "传感器", "calibr", "周期", "v2", "3", "1", "v2.3.1"]
+    assert analyzer.tokens("TH01傳感器的校準") == analyzer.tokens("TH01传感器的校准")
+
+
+def test_japanese_with_kana_is_not_folded(analyzer):
+    # 東 and 気 are Japanese forms here, not Traditional Chinese to be simplified.
+    assert analyzer.tokens("東京の天気") == ["東京", "の", "天", "気"]
+    assert Analyzer.fold("東京の天気") == "東京の天気"
+    assert Analyzer.fold("東京天氣") == "东京天气"
+    # A chunk with kana anywhere keeps its kanji-only title as written.
+    tokens = analyzer.chunk_tokens("東京の天気は晴れ", title="東京")
+    assert "东京" not in tokens and tokens.count("東京") == 2
+
+
+def test_traditional_user_words_meet_simplified_text():
+    analyzer = Analyzer(AnalyzerConfig(user_words=("校準器",)))
+    assert analyzer.tokens("校准器") == analyzer.tokens("校準器") == ["校准器", "校准"]

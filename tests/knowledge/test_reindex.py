@@ -2,11 +2,12 @@
 
 import pytest
 
-from knowledge.analysis import ANALYZER_VERSION
+from knowledge.analysis import ANALYZER_VERSION, Analyzer
 from knowledge.embeddings import EmbeddingConfig
 from knowledge.models import Chunk, Document, KnowledgeBase, StagedEmbedding
-from knowledge.services import knowledge_bases, reindex
+from knowledge.services import knowledge_bases, reindex, upkeep
 from knowledge.services.knowledge_bases import create_knowledge_base
+from retrieval.search import RAGService
 from tests.factories import TenantFactory, add_document
 
 pytestmark = pytest.mark.django_db
@@ -36,6 +37,38 @@ def test_outdated_chunks_are_reanalysed_from_their_stored_text(kb):
     assert version(kb) == before + 1
     assert reindex.reanalyze_knowledge_base(kb.pk) == 0  # nothing outdated any more
     assert version(kb) == before + 1
+
+
+def test_chunks_analysed_before_script_folding_are_found_by_traditional_queries_after_upkeep(kb):
+    traditional = add_document(kb, "calibration.txt", "傳感器的校準週期是十二個月。")
+    simplified = add_document(kb, "wiring.txt", "传感器的接线说明：红线接电源。")
+    for name in ("pump.txt", "valve.txt", "seal.txt"):  # so that BM25 weighs the rarer terms
+        add_document(kb, name, f"The {name[:-4]} runs daily.")
+    # As the previous analyser stored them: Traditional characters kept as they were.
+    for document in (traditional, simplified):
+        chunk = Chunk.objects.get(document=document)
+        old = Analyzer().tokens(document.title, fold=False) + Analyzer().tokens(
+            chunk.content, fold=False
+        )
+        Chunk.objects.filter(pk=chunk.pk).update(tokens=old, analyzer_version=ANALYZER_VERSION - 1)
+        Document.objects.filter(pk=document.pk).update(analyzer_version=ANALYZER_VERSION - 1)
+
+    def first_hit(query: str) -> int | None:
+        hits = RAGService(kb.tenant).search(query, kb.pk, mode="keyword").hits
+        return hits[0].document_id if hits else None
+
+    assert first_hit("接线说明") == simplified.pk  # searchable while outdated
+    assert first_hit("校準週期") != traditional.pk  # folded query, unfolded stored tokens
+
+    assert upkeep.queue_outdated_reanalysis() == [kb.pk]  # beat's upkeep finds it...
+    assert reindex.reanalyze_knowledge_base(kb.pk) == 2  # ...and its task re-analyses
+    assert set(
+        Chunk.objects.filter(knowledge_base=kb).values_list("analyzer_version", flat=True)
+    ) == {ANALYZER_VERSION}
+    assert first_hit("校準週期") == traditional.pk
+    assert first_hit("校准周期") == traditional.pk
+    assert first_hit("接线说明") == simplified.pk
+    assert upkeep.queue_outdated_reanalysis() == []
 
 
 def test_user_words_change_segmentation_after_reanalysis(kb):
