@@ -177,7 +177,7 @@ class Analyzer:
         """
         if isinstance(heading_path, str):
             heading_path = (heading_path,)
-        fold = not any(has_kana(normalize(part)) for part in (title, *heading_path, content))
+        fold = not any(has_kana(part) for part in (title, *heading_path, content))
         out: list[str] = []
         seen: set[str] = set()
         for label in (title, *heading_path):

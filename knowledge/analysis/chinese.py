@@ -26,20 +26,17 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 import threading
 from collections.abc import Iterable
 from types import ModuleType
 
 import opencc
 
-from knowledge.analysis.normalization import HAN
+from knowledge.analysis.normalization import HAN_RUN_RE
 
 logger = logging.getLogger(__name__)
 
 MAX_JIEBA_RUN = 256
-
-_HAN_RUN_RE = re.compile(f"[{HAN}]+")
 
 _lock = threading.Lock()
 _thread_local = threading.local()
@@ -103,10 +100,10 @@ def segment_han(run: str) -> Iterable[str]:
 def to_simplified(text: str) -> str:
     """``text`` with its Han runs converted from Traditional to Simplified characters; anything
     else, Simplified characters included, is left as it is."""
-    if _HAN_RUN_RE.search(text) is None:
+    if HAN_RUN_RE.search(text) is None:
         return text
     converter = getattr(_thread_local, "t2s", None)
     if converter is None:
         # One converter per thread: OpenCC does not document its converters as thread-safe.
         converter = _thread_local.t2s = opencc.OpenCC("t2s")
-    return _HAN_RUN_RE.sub(lambda run: converter.convert(run.group()), text)
+    return HAN_RUN_RE.sub(lambda run: converter.convert(run.group()), text)

@@ -27,6 +27,7 @@ import unicodedata
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U000323af"
 
 HAN_RE = re.compile(f"[{HAN}]")
+HAN_RUN_RE = re.compile(f"[{HAN}]+")
 
 
 def _scan_categories() -> tuple[str, str]:

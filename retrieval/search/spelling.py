@@ -33,13 +33,12 @@ from rapidfuzz.distance import DamerauLevenshtein
 from rapidfuzz.process import extract
 
 from knowledge.analysis import Analyzer, normalize
-from knowledge.analysis.normalization import HAN
+from knowledge.analysis.normalization import HAN_RUN_RE
 from retrieval.bm25.segmented import SegmentedIndex
 
 ONE_EDIT_FROM = 5
 TWO_EDITS_FROM = 9
 _LATIN_WORD = re.compile(r"[a-z]+")
-_HAN_WORD = re.compile(f"[{HAN}]+")
 _LETTERS = string.ascii_lowercase
 
 
@@ -65,7 +64,7 @@ def corrections(query: str, analyzer: Analyzer, index: SegmentedIndex) -> list[C
         term = _correct_latin(word, tokens[0], analyzer, index)
         if term is not None:
             found.append(Correction(word, (term,)))
-    for token in analyzer.tokens(" ".join(_HAN_WORD.findall(text))):
+    for token in analyzer.tokens(" ".join(HAN_RUN_RE.findall(text))):
         if token in seen or token in index or len(token) < 2:
             continue
         seen.add(token)
